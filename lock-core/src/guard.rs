@@ -1,0 +1,123 @@
+//! [`LockGuard`]: the proof of ownership of a held lock.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::client::LockClient;
+use crate::error::{LossReason, Result};
+use crate::state::LockState;
+
+/// Proof that this process holds a lock.
+///
+/// Release it with [`release`](LockGuard::release) to learn whether it was still ours; dropping
+/// it without releasing (an early return, a panic, a cancelled future) releases it in the
+/// background at once, so the lock frees within a round trip instead of at lease expiry.
+///
+/// A guard obtained for a key that the current task already holds through
+/// [`LockClient::with_lock`] (or an annotated fn) is *nested*: it shares the outer hold, and
+/// releasing or dropping it touches neither Redis nor the outer hold.
+#[must_use = "dropping a LockGuard releases the lock at once"]
+pub struct LockGuard {
+    state: Arc<LockState>,
+    client: LockClient,
+    nested: bool,
+    done: bool,
+}
+
+impl LockGuard {
+    pub(crate) fn new(state: Arc<LockState>, client: LockClient, nested: bool) -> Self {
+        LockGuard { state, client, nested, done: false }
+    }
+
+    pub(crate) fn state(&self) -> &Arc<LockState> {
+        &self.state
+    }
+
+    /// The lock's key.
+    pub fn key(&self) -> &str {
+        &self.state.key
+    }
+
+    /// The owner token stored in Redis: `"<instance-id>:<uuid>"`.
+    pub fn token(&self) -> &str {
+        &self.state.token
+    }
+
+    /// The fencing token drawn at acquisition, when fencing was requested. It strictly
+    /// increases with every acquisition of the key, so a store that remembers the highest
+    /// fence it has seen can reject writes from a holder that stalled past its lease.
+    pub fn fence(&self) -> Option<u64> {
+        self.state.fence
+    }
+
+    /// The lease: fixed, or the watchdog's, renewed while the guard lives.
+    pub fn lease(&self) -> Duration {
+        self.state.lease
+    }
+
+    /// Whether this guard shares an outer hold of the same task (re-entrant acquisition).
+    pub fn is_nested(&self) -> bool {
+        self.nested
+    }
+
+    /// Whether the lock is still ours as far as this process can tell: not lost, and its
+    /// local deadline (last successful acquisition or renewal + lease − clock-drift allowance)
+    /// not passed. Use it before a side effect that must not happen without the lock, and
+    /// prefer [`fence`](Self::fence) where the store can check it.
+    pub fn is_held(&self) -> bool {
+        self.state.is_held()
+    }
+
+    /// The local deadline: until then the lock is known to be ours.
+    pub fn valid_until(&self) -> Instant {
+        self.state.deadline()
+    }
+
+    /// A future that resolves when ownership is lost: a renewal was refused (the key was
+    /// deleted or taken over from outside), or the local deadline passed without a successful
+    /// renewal (Redis unreachable, process stalled, fixed lease run out). It never resolves
+    /// once the lock is released. Race it against the work with `tokio::select!` to stop work
+    /// that must not go on unprotected.
+    pub fn lost(&self) -> impl Future<Output = LossReason> + Send + 'static {
+        self.state.clone().lost()
+    }
+
+    /// Releases the lock. Returns whether it was still ours: `false` means it had expired or
+    /// been taken over, so the protected work ran (partly) unprotected.
+    ///
+    /// With a minimum hold (`at_least`) the key is kept until the minimum has passed instead
+    /// of being deleted. A nested guard touches nothing and reports whether the outer hold is
+    /// still valid.
+    pub async fn release(mut self) -> Result<bool> {
+        self.done = true;
+        if self.nested {
+            return Ok(self.state.is_held());
+        }
+        self.client.inner().release(&self.state).await
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.done || self.nested {
+            return;
+        }
+        self.client.inner().release_in_background(&self.state);
+    }
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("key", &self.state.key)
+            .field("token", &self.state.token)
+            .field("fence", &self.state.fence)
+            .field("nested", &self.nested)
+            .field("held", &self.state.is_held())
+            .finish()
+    }
+}

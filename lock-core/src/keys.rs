@@ -1,0 +1,66 @@
+//! Lock key validation and the names of the auxiliary keys and channel that belong to a lock.
+
+use crate::error::{LockError, Result};
+
+/// Longest key accepted, in bytes. Redis allows more, but a lock key this long is a bug.
+pub const MAX_KEY_LEN: usize = 1024;
+
+/// Checks that `key` can name a lock.
+pub(crate) fn validate(key: &str) -> Result<()> {
+    let reason = if key.is_empty() {
+        "the key is empty; use a name such as \"lock:daily-report\""
+    } else if key.trim().is_empty() {
+        "the key is only whitespace"
+    } else if key.len() > MAX_KEY_LEN {
+        "the key is longer than 1024 bytes"
+    } else if key.chars().any(char::is_control) {
+        "the key contains control characters"
+    } else if hash_tag(key).is_none() && key.contains(['{', '}']) {
+        // The auxiliary keys could not be placed in the key's cluster slot.
+        "braces are reserved for a Redis Cluster hash tag: use one non-empty `{tag}` or none"
+    } else {
+        return Ok(());
+    };
+    Err(LockError::InvalidKey { key: key.to_owned(), reason })
+}
+
+/// The Redis Cluster hash tag of `key`, if it has one (the text between the first `{` and the
+/// next `}`, when non-empty), exactly as Redis computes it.
+fn hash_tag(key: &str) -> Option<&str> {
+    let open = key.find('{')?;
+    let close = key[open + 1..].find('}')?;
+    (close > 0).then(|| &key[open + 1..open + 1 + close])
+}
+
+/// An auxiliary key of `key` (`suffix` is e.g. "fence"), in the same cluster slot: the key
+/// wrapped in a hash tag, or, when the key already has a tag, the key itself plus the suffix.
+pub(crate) fn aux(key: &str, suffix: &str) -> String {
+    if hash_tag(key).is_some() { format!("{key}:{suffix}") } else { format!("{{{key}}}:{suffix}") }
+}
+
+/// The pub/sub channel on which releases of `key` are announced.
+pub(crate) fn release_channel(key: &str) -> String {
+    format!("{key}:released")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aux_keys_share_the_slot() {
+        assert_eq!(aux("lock:daily-report", "fence"), "{lock:daily-report}:fence");
+        assert_eq!(aux("lock:{order}:1", "fence"), "lock:{order}:1:fence");
+        assert_eq!(hash_tag("{a{b}"), Some("a{b"));
+        assert_eq!(hash_tag("a{}b"), None);
+    }
+
+    #[test]
+    fn rejects_bad_keys() {
+        for key in ["", "  ", "a\nb", "a{}b", "a}b", "a{b"] {
+            assert!(matches!(validate(key), Err(LockError::InvalidKey { .. })), "{key:?}");
+        }
+        assert!(validate(&"k".repeat(MAX_KEY_LEN + 1)).is_err());
+        assert!(validate("lock:product:42").is_ok());
+    }
+}

@@ -1,0 +1,43 @@
+#![doc = include_str!("../README.md")]
+
+mod client;
+mod error;
+mod guard;
+mod keys;
+mod options;
+mod scope;
+mod scripts;
+mod state;
+mod waiters;
+mod watchdog;
+
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+pub use client::{
+    DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_WAIT_BACKOFF, DEFAULT_WAIT_BACKOFF, DEFAULT_WATCHDOG_LEASE,
+    LockClient, LockClientBuilder,
+};
+pub use error::{LockError, LossReason, Result};
+pub use guard::LockGuard;
+pub use keys::MAX_KEY_LEN;
+pub use options::{Lease, LockOptions, MIN_LEASE};
+pub use scope::{CurrentLock, current};
+
+/// The connection pool type accepted by [`LockClient::from_pool`].
+pub use deadpool_redis::Pool;
+/// The `redis` crate this one is built on (re-exported by deadpool-redis).
+pub use deadpool_redis::redis;
+
+// A panic while one of these locks was held cannot leave its data half-updated (every
+// critical section is a single insert, remove or read), so poisoning is ignored.
+pub(crate) fn lock_unpoisoned<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) fn read_unpoisoned<T>(m: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) fn write_unpoisoned<T>(m: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(PoisonError::into_inner)
+}

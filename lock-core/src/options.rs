@@ -1,0 +1,166 @@
+//! Per-acquisition options: lease, wait bound, minimum hold and fencing.
+
+use std::time::Duration;
+
+use crate::error::{LockError, Result};
+
+/// The shortest lease accepted. Below this the clock-drift allowance (1% + 2 ms) would leave
+/// the holder almost no time in which it knows it owns the lock.
+pub const MIN_LEASE: Duration = Duration::from_millis(10);
+
+/// How long a lock lives in Redis without its holder doing anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Lease {
+    /// Use the client's watchdog lease (30 s by default) and renew it every third of that
+    /// while the guard lives. A crashed holder's lock frees within one lease.
+    #[default]
+    Watchdog,
+    /// Expire exactly this long after acquisition; never renewed.
+    Fixed(Duration),
+}
+
+/// Options for one acquisition. Start from [`LockOptions::new`] (fail fast, watchdog lease,
+/// no minimum hold, no fencing) and chain the setters.
+///
+/// ```
+/// use std::time::Duration;
+/// use lock_core::LockOptions;
+///
+/// let options = LockOptions::new()
+///     .wait(Duration::from_secs(2))
+///     .lease(Duration::from_secs(10))
+///     .fencing(true);
+/// assert_eq!(options.wait, Some(Duration::from_secs(2)));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockOptions {
+    /// Fixed lease or watchdog.
+    pub lease: Lease,
+    /// How long [`LockClient::lock`](crate::LockClient::lock) waits for a held lock; `None`
+    /// fails fast with [`LockError::Held`].
+    pub wait: Option<Duration>,
+    /// Minimum time the lock stays taken after acquisition, even if released earlier
+    /// (ShedLock's `lockAtLeastFor`): releasing before it shortens the key's expiry to what is
+    /// left of it instead of deleting the key.
+    pub at_least: Option<Duration>,
+    /// Whether to draw a fencing token (a per-key counter that strictly increases with every
+    /// acquisition) for stores that reject stale writers.
+    pub fencing: bool,
+}
+
+impl LockOptions {
+    /// Fail fast, watchdog lease, no minimum hold, no fencing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A fixed lease: the lock expires this long after acquisition and is never renewed.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Lease::Fixed(lease);
+        self
+    }
+
+    /// The watchdog lease (the default): renewed in the background while the guard lives.
+    pub fn watchdog(mut self) -> Self {
+        self.lease = Lease::Watchdog;
+        self
+    }
+
+    /// Wait up to `wait` for a held lock instead of failing fast.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Keep the lock taken for at least `at_least` after acquisition.
+    pub fn at_least(mut self, at_least: Duration) -> Self {
+        self.at_least = Some(at_least);
+        self
+    }
+
+    /// Draw a fencing token on acquisition.
+    pub fn fencing(mut self, fencing: bool) -> Self {
+        self.fencing = fencing;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if let Lease::Fixed(lease) = self.lease {
+            validate_lease(lease, "lease")?;
+            if let Some(at_least) = self.at_least
+                && at_least > lease
+            {
+                return Err(LockError::InvalidOptions(format!(
+                    "at_least ({at_least:?}) is longer than the fixed lease ({lease:?}): the lock \
+                     would expire before the minimum hold; lengthen the lease or use the watchdog"
+                )));
+            }
+        }
+        if let Some(at_least) = self.at_least {
+            millis(at_least, "at_least")?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks that a lease is usable: at least [`MIN_LEASE`] and representable in milliseconds.
+pub(crate) fn validate_lease(lease: Duration, what: &str) -> Result<()> {
+    if lease < MIN_LEASE {
+        return Err(LockError::InvalidOptions(format!(
+            "{what} must be at least {MIN_LEASE:?}, got {lease:?}"
+        )));
+    }
+    millis(lease, what).map(drop)
+}
+
+/// A duration as the whole milliseconds Redis takes, rounded up so a lease is never shorter
+/// than asked.
+pub(crate) fn millis(d: Duration, what: &str) -> Result<u64> {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    // Redis keeps expiry times as signed 64-bit milliseconds since the epoch.
+    const LIMIT: u128 = (i64::MAX / 2) as u128;
+    if ms > LIMIT {
+        return Err(LockError::InvalidOptions(format!("{what} {d:?} is too long for Redis")));
+    }
+    Ok(ms as u64)
+}
+
+/// The time a holder subtracts from its lease for clock drift between it and Redis
+/// (Redlock's allowance: 1% + 2 ms).
+pub(crate) fn drift(lease: Duration) -> Duration {
+    lease / 100 + Duration::from_millis(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_zero_and_tiny_leases() {
+        let err = LockOptions::new().lease(Duration::ZERO).validate().unwrap_err();
+        assert!(err.to_string().contains("at least 10ms"), "{err}");
+        assert!(LockOptions::new().lease(MIN_LEASE).validate().is_ok());
+    }
+
+    #[test]
+    fn rejects_at_least_beyond_fixed_lease() {
+        let err = LockOptions::new()
+            .lease(Duration::from_secs(1))
+            .at_least(Duration::from_secs(2))
+            .validate()
+            .unwrap_err();
+        assert!(err.to_string().contains("at_least"), "{err}");
+        assert!(
+            LockOptions::new().at_least(Duration::from_secs(60)).validate().is_ok(),
+            "a watchdog lock can be held for any minimum"
+        );
+    }
+
+    #[test]
+    fn millis_round_up() {
+        assert_eq!(millis(Duration::from_micros(1500), "x").unwrap(), 2);
+        assert_eq!(millis(Duration::from_secs(3), "x").unwrap(), 3000);
+    }
+}

@@ -1,0 +1,154 @@
+//! What a holder knows about one held lock, shared by its guard, the watchdog and the
+//! re-entrancy scope.
+
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::error::LossReason;
+use crate::options::drift;
+
+const HELD: u8 = 0;
+const RELEASED: u8 = 1;
+const LOST_EXPIRED: u8 = 2;
+const LOST_NOT_OWNER: u8 = 3;
+
+#[derive(Debug)]
+pub(crate) struct LockState {
+    pub(crate) id: u64,
+    pub(crate) key: String,
+    pub(crate) token: String,
+    pub(crate) fence: Option<u64>,
+    pub(crate) lease: Duration,
+    pub(crate) at_least: Option<Duration>,
+    pub(crate) instance: String,
+    pub(crate) acquired_at: Instant,
+    /// Local deadline, as nanoseconds after `acquired_at`; only moves forward.
+    deadline_nanos: AtomicU64,
+    status: AtomicU8,
+    /// Woken when the status leaves HELD.
+    changed: Notify,
+}
+
+pub(crate) struct NewState {
+    pub(crate) id: u64,
+    pub(crate) key: String,
+    pub(crate) token: String,
+    pub(crate) fence: Option<u64>,
+    pub(crate) lease: Duration,
+    pub(crate) at_least: Option<Duration>,
+    pub(crate) instance: String,
+    /// When the acquiring command was sent: the lease is counted from there, not from the reply.
+    pub(crate) sent_at: Instant,
+}
+
+impl LockState {
+    pub(crate) fn new(n: NewState) -> Self {
+        let state = LockState {
+            id: n.id,
+            key: n.key,
+            token: n.token,
+            fence: n.fence,
+            lease: n.lease,
+            at_least: n.at_least,
+            instance: n.instance,
+            acquired_at: n.sent_at,
+            deadline_nanos: AtomicU64::new(0),
+            status: AtomicU8::new(HELD),
+            changed: Notify::new(),
+        };
+        state.extend_from(n.sent_at);
+        state
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        self.acquired_at + Duration::from_nanos(self.deadline_nanos.load(Ordering::Acquire))
+    }
+
+    /// Pushes the deadline to `sent_at + lease - drift` after a renewal sent at `sent_at`.
+    pub(crate) fn extend_from(&self, sent_at: Instant) {
+        let until = (sent_at + self.lease.saturating_sub(drift(self.lease)))
+            .saturating_duration_since(self.acquired_at);
+        let nanos = u64::try_from(until.as_nanos()).unwrap_or(u64::MAX);
+        self.deadline_nanos.fetch_max(nanos, Ordering::AcqRel);
+    }
+
+    /// Held, as far as this process knows: not released, not lost, deadline not passed.
+    pub(crate) fn is_held(&self) -> bool {
+        self.status.load(Ordering::Acquire) == HELD && Instant::now() < self.deadline()
+    }
+
+    pub(crate) fn is_active(&self) -> bool {
+        self.status.load(Ordering::Acquire) == HELD
+    }
+
+    pub(crate) fn loss(&self) -> Option<LossReason> {
+        match self.status.load(Ordering::Acquire) {
+            LOST_EXPIRED => Some(LossReason::Expired),
+            LOST_NOT_OWNER => Some(LossReason::NotOwner),
+            HELD if Instant::now() >= self.deadline() => Some(LossReason::Expired),
+            _ => None,
+        }
+    }
+
+    /// Marks the lock released by its holder; false if it was already released or lost.
+    pub(crate) fn mark_released(&self) -> bool {
+        let done = self.transition(RELEASED);
+        if done {
+            self.changed.notify_waiters();
+        }
+        done
+    }
+
+    /// Marks the lock lost and logs it; false if it was already released or lost.
+    pub(crate) fn mark_lost(&self, reason: LossReason) -> bool {
+        let code = match reason {
+            LossReason::Expired => LOST_EXPIRED,
+            LossReason::NotOwner => LOST_NOT_OWNER,
+        };
+        let done = self.transition(code);
+        if done {
+            tracing::warn!(
+                key = %self.key,
+                instance = %self.instance,
+                fence = self.fence,
+                held_for = ?self.acquired_at.elapsed(),
+                "lock lost: {reason}"
+            );
+            self.changed.notify_waiters();
+        }
+        done
+    }
+
+    fn transition(&self, to: u8) -> bool {
+        self.status.compare_exchange(HELD, to, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// Resolves when the lock is lost; never, once it is released.
+    pub(crate) async fn lost(self: std::sync::Arc<Self>) -> LossReason {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match self.status.load(Ordering::Acquire) {
+                LOST_EXPIRED => return LossReason::Expired,
+                LOST_NOT_OWNER => return LossReason::NotOwner,
+                RELEASED => std::future::pending::<()>().await,
+                _ => {}
+            }
+            let deadline = self.deadline();
+            if Instant::now() >= deadline {
+                // Nobody renewed it in time: Redis may already have expired the key.
+                self.mark_lost(LossReason::Expired);
+                continue;
+            }
+            tokio::select! {
+                () = &mut changed => {}
+                // The deadline may have moved meanwhile; the loop re-reads it.
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+}
