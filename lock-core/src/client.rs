@@ -95,7 +95,6 @@ pub(crate) enum Attempt {
     Acquired(LockGuard),
     Held(Option<Duration>),
     /// The scheduler tick was already claimed; carries the last claimed tick.
-    #[expect(dead_code, reason = "read by the scheduler's entry point")]
     TickDone(i64),
 }
 
@@ -320,7 +319,8 @@ impl LockClient {
         &self.inner
     }
 
-    fn id(&self) -> usize {
+    /// Identity of this client for the re-entrancy scope.
+    pub(crate) fn scope_id(&self) -> usize {
         Arc::as_ptr(&self.inner) as usize
     }
 
@@ -340,20 +340,32 @@ impl LockClient {
     /// Inside a locked section of the current task that already holds `key` (see
     /// [`with_lock`](Self::with_lock)), returns a nested guard without touching Redis.
     pub async fn lock(&self, key: &str, options: LockOptions) -> Result<LockGuard> {
+        match self.lock_for(key, options, None).await? {
+            Attempt::Acquired(guard) => Ok(guard),
+            Attempt::Held(remaining) => Err(LockError::Held { key: key.to_owned(), remaining }),
+            // Only reported when a tick is passed.
+            Attempt::TickDone(tick) => Err(LockError::TickClaimed { key: key.to_owned(), tick }),
+        }
+    }
+
+    /// [`lock`](Self::lock), optionally claiming a scheduler tick with the lock, and reporting
+    /// contention as an [`Attempt`] rather than an error.
+    pub(crate) async fn lock_for(
+        &self,
+        key: &str,
+        options: LockOptions,
+        tick: Option<i64>,
+    ) -> Result<Attempt> {
         keys::validate(key)?;
         options.validate()?;
-        if let Some(state) = scope::find(self.id(), key) {
+        if let Some(state) = scope::find(self.scope_id(), key) {
             if let Some(reason) = state.loss() {
                 return Err(LockError::Lost { key: key.to_owned(), reason });
             }
             tracing::trace!(key, instance = %self.instance_id(), "re-entrant acquisition");
-            return Ok(LockGuard::new(state, self.clone(), true));
+            return Ok(Attempt::Acquired(LockGuard::new(state, self.clone(), true)));
         }
-        match self.acquire(key, &options, None).await? {
-            Attempt::Acquired(guard) => Ok(guard),
-            Attempt::TickDone(_) => unreachable_tick(),
-            Attempt::Held(remaining) => Err(LockError::Held { key: key.to_owned(), remaining }),
-        }
+        self.acquire(key, &options, tick).await
     }
 
     /// Takes `key` (per `options`), runs `fut` while holding it, and releases it on every path:
@@ -365,7 +377,7 @@ impl LockClient {
     /// race it against [`CurrentLock::lost`](crate::CurrentLock::lost) to stop it instead.
     pub async fn with_lock<F: Future>(&self, key: &str, options: LockOptions, fut: F) -> Result<F::Output> {
         let guard = self.lock(key, options).await?;
-        let output = scope::enter(self.id(), guard.state().clone(), fut).await;
+        let output = scope::enter(self.scope_id(), guard.state().clone(), fut).await;
         match guard.release().await {
             Ok(true) => {}
             Ok(false) => {
@@ -526,11 +538,6 @@ impl LockClient {
             }
         }
     }
-}
-
-fn unreachable_tick() -> ! {
-    // `lock` never passes a tick, and the script reports a claimed tick only when given one.
-    unreachable!("tick reported without a tick")
 }
 
 /// `d` scaled by a random factor in [0.75, 1.0), so waiters of different clients spread out.

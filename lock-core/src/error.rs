@@ -26,6 +26,15 @@ pub enum LockError {
         waited: Duration,
     },
 
+    /// The scheduler tick this run was for was already claimed (run) by another replica.
+    #[error("tick {tick} of lock `{key}` was already claimed by another instance")]
+    TickClaimed {
+        /// The lock's key.
+        key: String,
+        /// The last claimed tick (epoch milliseconds of its scheduled fire time).
+        tick: i64,
+    },
+
     /// Ownership was lost while the lock was held: the lease ran out before it could be
     /// renewed, or the key was deleted or taken over from outside.
     #[error("lock `{key}` was lost while held: {reason}")]
@@ -118,10 +127,11 @@ impl LockError {
         }
     }
 
-    /// Whether this error means "someone else holds it" (held or timed out), as opposed to a
+    /// Whether this error means "someone else holds it" (held, timed out, tick already
+    /// claimed), as opposed to a
     /// failure of Redis, of the configuration or of ownership.
     pub fn is_contention(&self) -> bool {
-        matches!(self, LockError::Held { .. } | LockError::Timeout { .. })
+        matches!(self, LockError::Held { .. } | LockError::Timeout { .. } | LockError::TickClaimed { .. })
     }
 }
 

@@ -1,10 +1,14 @@
 #![doc = include_str!("../README.md")]
 
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
 mod client;
 mod error;
 mod guard;
 mod keys;
 mod options;
+mod outcome;
 mod scope;
 mod scripts;
 mod state;
@@ -20,8 +24,12 @@ pub use client::{
 pub use error::{LockError, LossReason, Result};
 pub use guard::LockGuard;
 pub use keys::MAX_KEY_LEN;
-pub use options::{Lease, LockOptions, MIN_LEASE};
+pub use options::{Lease, LockOptions, MIN_LEASE, OnLost};
+pub use outcome::{LockResult, Skippable};
 pub use scope::{CurrentLock, current};
+
+#[cfg(feature = "macros")]
+pub use lock_macros::distributed_lock;
 
 /// The connection pool type accepted by [`LockClient::from_pool`].
 pub use deadpool_redis::Pool;

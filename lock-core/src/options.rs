@@ -20,6 +20,19 @@ pub enum Lease {
     Fixed(Duration),
 }
 
+/// What a locked call does with its body when the lock is lost while the body runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OnLost {
+    /// Drop the body at its next await and return [`LockError::Lost`]: the body never keeps
+    /// running once this process knows another may hold the lock. The default.
+    #[default]
+    Cancel,
+    /// Let the body finish and log the loss. For bodies that must not stop half-way; pair it
+    /// with fencing so the store rejects writes made after the loss.
+    Continue,
+}
+
 /// Options for one acquisition. Start from [`LockOptions::new`] (fail fast, watchdog lease,
 /// no minimum hold, no fencing) and chain the setters.
 ///
