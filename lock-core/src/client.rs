@@ -208,6 +208,11 @@ fn open_url(url: &str) -> Result<redis::Client> {
             "rediss:// (TLS) needs lock-core's `tls` feature; enable it or use redis://".into(),
         ));
     }
+    #[cfg(feature = "tls")]
+    if url.starts_with("rediss://") && rustls::crypto::CryptoProvider::get_default().is_none() {
+        // rustls needs a process-wide provider; an application that chose one keeps it.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
     redis::Client::open(url).map_err(|e| invalid_url(&e))
 }
 

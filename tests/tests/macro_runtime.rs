@@ -158,6 +158,26 @@ async fn endless_job(client: &LockClient, started: &tokio::sync::Notify) {
     std::future::pending::<()>().await;
 }
 
+#[distributed_lock(key = "job:errors", client = client)]
+async fn failing_job(client: &LockClient, input: &str) -> anyhow::Result<u32> {
+    let n: u32 = input.parse()?;
+    Ok(n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_returned_with_question_mark_releases_the_lock() {
+    init_tracing();
+    let server = RedisServer::start();
+    let a = LockClient::builder().url(server.url()).build().unwrap();
+    let err = failing_job(&a, "not a number").await.unwrap_err();
+    assert!(
+        err.downcast_ref::<std::num::ParseIntError>().is_some(),
+        "the body's own error comes back: {err}"
+    );
+    assert_eq!(server.cli(&["EXISTS", "job:errors"]), "0", "released before the call returned");
+    assert_eq!(failing_job(&a, "7").await.unwrap(), 7);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panics_and_cancellation_release_the_lock() {
     init_tracing();
