@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use deadpool_redis::redis::aio::MultiplexedConnection;
-use deadpool_redis::redis::{self, AsyncConnectionConfig, FromRedisValue, RedisError, Script};
+use deadpool_redis::redis::{
+    self, AsyncConnectionConfig, ErrorKind, FromRedisValue, RedisError, Script, ServerErrorKind,
+};
 use deadpool_redis::{Manager, Pool, Runtime};
 use tokio::time::Instant;
 
@@ -32,6 +34,9 @@ const DEFAULT_POOL_SIZE: usize = 4;
 
 /// First fallback retry of a waiter that heard no release message; doubles up to the cap.
 pub const DEFAULT_WAIT_BACKOFF: Duration = Duration::from_millis(50);
+/// Stands in for a wait bound too large to add to an `Instant`.
+const FOREVER: Duration = Duration::from_secs(60 * 60 * 24 * 365 * 30);
+
 /// Longest fallback between retries. Releases normally wake a waiter at once through
 /// pub/sub; this only bounds the wait when a message is missed or the holder crashed.
 pub const DEFAULT_MAX_WAIT_BACKOFF: Duration = Duration::from_secs(1);
@@ -193,7 +198,7 @@ impl LockClientBuilder {
                 conn_generation: AtomicU64::new(0),
                 next_lock_id: AtomicU64::new(0),
                 watchdog: Watchdog::default(),
-                waiters: Waiters::new(client),
+                waiters: Waiters::new(client, self.command_timeout),
             }),
         })
     }
@@ -403,11 +408,13 @@ impl LockClient {
         options: &LockOptions,
         tick: Option<i64>,
     ) -> Result<Attempt> {
-        let token = format!("{}:{}", self.instance_id(), uuid::Uuid::new_v4().hyphenated());
+        let mut token = self.new_token();
         let Some(wait) = options.wait else {
             return self.attempt(key, &token, options, tick).await;
         };
-        let deadline = Instant::now() + wait;
+        // A wait too long to represent (e.g. Duration::MAX, "forever") waits for decades.
+        let now = Instant::now();
+        let deadline = now.checked_add(wait).unwrap_or_else(|| now + FOREVER);
         let channel = keys::release_channel(key);
         let waiters = &self.inner.waiters;
         // Fast path, unless tasks of this client are already queued: then wait behind them.
@@ -419,7 +426,11 @@ impl LockClient {
             match self.attempt(key, &token, options, tick).await {
                 Ok(Attempt::Held(pttl)) => remaining = pttl,
                 Ok(done) => return Ok(done),
-                Err(e) if e.is_transient() => last_error = Some(e),
+                Err(e) if e.is_transient() => {
+                    // That attempt's token may be cleaned up later: never reuse it.
+                    token = self.new_token();
+                    last_error = Some(e);
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -449,23 +460,21 @@ impl LockClient {
                     }
                     Err(e) if e.is_transient() => {
                         tracing::debug!(key, instance = %self.instance_id(), error = %e, "redis unavailable while waiting; retrying");
+                        token = self.new_token();
                         remaining = None;
                         last_error = Some(e);
                     }
                     Err(e) => return Err(e),
                 }
                 let fallback = jittered(backoff).min(remaining.unwrap_or(max_backoff));
-                backoff = (backoff * 2).min(max_backoff);
-                Some(fallback)
+                backoff = backoff.saturating_mul(2).min(max_backoff);
+                fallback
             } else {
-                None
+                // Queued behind the head: wait for a turn, but retry now and then in case the
+                // head's future is kept alive without being polled.
+                jittered(max_backoff.saturating_mul(4))
             };
-            let sleep = async {
-                match fallback {
-                    Some(d) => tokio::time::sleep(d).await,
-                    None => std::future::pending().await,
-                }
-            };
+            let sleep = tokio::time::sleep(fallback);
             tokio::select! {
                 signal = ticket.signaled() => {
                     try_now = signal == TRY_NOW;
@@ -479,6 +488,10 @@ impl LockClient {
                 }
             }
         }
+    }
+
+    fn new_token(&self) -> String {
+        format!("{}:{}", self.instance_id(), uuid::Uuid::new_v4().hyphenated())
     }
 
     fn timeout(&self, key: &str, waited: Duration) -> LockError {
@@ -548,7 +561,7 @@ impl LockClient {
 /// `d` scaled by a random factor in [0.75, 1.0), so waiters of different clients spread out.
 fn jittered(d: Duration) -> Duration {
     let r = (uuid::Uuid::new_v4().as_u128() % 1000) as u32;
-    d.mul_f64(0.75 + f64::from(r) / 4000.0)
+    Duration::try_from_secs_f64(d.as_secs_f64() * (0.75 + f64::from(r) / 4000.0)).unwrap_or(d)
 }
 
 impl ClientInner {
@@ -559,12 +572,23 @@ impl ClientInner {
         invocation: &redis::ScriptInvocation<'_>,
         action: impl Fn() -> String,
     ) -> Result<T> {
+        self.invoke_with(invocation, action, true).await
+    }
+
+    /// [`invoke`](Self::invoke); with `retry_timeouts` false, a timed-out command (which may
+    /// still have run) is reported instead of sent again.
+    pub(crate) async fn invoke_with<T: FromRedisValue>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+        action: impl Fn() -> String,
+        retry_timeouts: bool,
+    ) -> Result<T> {
         let mut retried = false;
         loop {
             let (generation, mut conn) = self.connection(&action).await?;
             match invocation.invoke_async(&mut conn).await {
                 Ok(value) => return Ok(value),
-                Err(e) if is_connection_error(&e) && !retried => {
+                Err(e) if is_connection_error(&e) && !retried && (retry_timeouts || !e.is_timeout()) => {
                     self.drop_connection(generation);
                     retried = true;
                 }
@@ -612,12 +636,20 @@ impl ClientInner {
         if let Some((generation, conn)) = lock_unpoisoned(&self.conn).as_ref() {
             return Ok((*generation, conn.clone()));
         }
-        let pooled = self.pool.get().await.map_err(|e| match e {
-            deadpool_redis::PoolError::Backend(e) => LockError::redis(action(), e),
-            e => LockError::Pool { action: action(), source: e },
-        })?;
-        let mut conn: MultiplexedConnection = (*pooled).clone();
-        drop(pooled);
+        let pooled = tokio::time::timeout(self.config.command_timeout, self.pool.get())
+            .await
+            .map_err(|_| {
+                let timed_out = std::io::Error::new(std::io::ErrorKind::TimedOut, "no pooled connection in time");
+                LockError::redis(action(), RedisError::from(timed_out))
+            })?
+            .map_err(|e| match e {
+                deadpool_redis::PoolError::Backend(e) => LockError::redis(action(), e),
+                e => LockError::Pool { action: action(), source: e },
+            })?;
+        // Taken out of the pool for good: the application's pooled connections must not be
+        // the one lock commands share (a blocking command or a SELECT there would stall or
+        // misdirect every lock).
+        let mut conn = deadpool_redis::Connection::take(pooled);
         conn.set_response_timeout(self.config.command_timeout);
         let generation = self.conn_generation.fetch_add(1, Ordering::Relaxed) + 1;
         let mut slot = lock_unpoisoned(&self.conn);
@@ -648,7 +680,10 @@ impl ClientInner {
             .arg(&state.token)
             .arg(keys::release_channel(&state.key))
             .arg(keep.map_or(Ok(0), |d| millis(d, "at_least"))?);
-        let owned: i64 = self.invoke(&invocation, || format!("releasing lock `{}`", state.key)).await?;
+        // Not retried after a timeout: a late first RELEASE would make the retry report that
+        // the lock was no longer ours.
+        let owned: i64 =
+            self.invoke_with(&invocation, || format!("releasing lock `{}`", state.key), false).await?;
         let owned = owned == 1;
         if owned {
             tracing::debug!(key = %state.key, instance = %self.config.instance_id, fence = state.fence, held_for = ?state.acquired_at.elapsed(), kept_for = ?keep, "lock released");
@@ -713,7 +748,23 @@ impl Drop for CleanupOnDrop<'_> {
 }
 
 pub(crate) fn is_connection_error(e: &RedisError) -> bool {
-    e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_unrecoverable_error()
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+        // A failover behind a stable address leaves us on a replica: reconnect.
+        || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+}
+
+/// Errors that may go away by themselves: connection trouble, or a server that is loading its
+/// data or failing over.
+pub(crate) fn is_transient(e: &RedisError) -> bool {
+    is_connection_error(e)
+        || e.is_timeout()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(ServerErrorKind::BusyLoading | ServerErrorKind::TryAgain | ServerErrorKind::MasterDown)
+        )
 }
 
 impl fmt::Debug for LockClient {

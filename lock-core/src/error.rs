@@ -116,12 +116,10 @@ impl LockError {
     }
 
     /// Whether this error may go away by itself: Redis unreachable, a connection dropped, a
-    /// command timed out.
+    /// command timed out, the server loading its data or failing over.
     pub fn is_transient(&self) -> bool {
         match self {
-            LockError::Redis { source, .. } => {
-                crate::client::is_connection_error(source) || source.is_timeout()
-            }
+            LockError::Redis { source, .. } => crate::client::is_transient(source),
             LockError::Pool { .. } => true,
             _ => false,
         }

@@ -97,7 +97,31 @@ impl LockGuard {
         if self.nested {
             return Ok(self.state.is_held());
         }
-        self.client.inner().release(&self.state).await
+        // If this future is dropped before the release is done (a timeout around it, a
+        // cancelled caller), finish it in the background as Drop would have.
+        let pending = PendingRelease { guard: &self, armed: true };
+        let result = self.client.inner().release(&self.state).await;
+        pending.disarm();
+        result
+    }
+}
+
+struct PendingRelease<'a> {
+    guard: &'a LockGuard,
+    armed: bool,
+}
+
+impl PendingRelease<'_> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for PendingRelease<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.guard.client.inner().release_in_background(&self.guard.state);
+        }
     }
 }
 

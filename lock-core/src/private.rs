@@ -138,14 +138,13 @@ pub async fn run_skip<R: Skippable, F: Future<Output = R>>(
             Ok(output) => output,
             Err(e) => R::lock_failed(e),
         },
+        // Inside a scheduler run the scheduler logs the skip with its job and tick.
+        Entry::Held(_) if current_tick().is_some() => R::skipped(),
         Entry::Held(_) => {
             tracing::info!(key = %spec.key, "lock {} is held by another instance, skipping", spec.key);
             R::skipped()
         }
-        Entry::TickDone(tick) => {
-            tracing::info!(key = %spec.key, tick, "tick {tick} of lock {} already ran on another instance, skipping", spec.key);
-            R::skipped()
-        }
+        Entry::TickDone(_) => R::skipped(),
         Entry::Failed(e) => R::lock_failed(e),
     }
 }

@@ -42,7 +42,8 @@ return {1, fence}
 });
 
 /// KEYS: lock key. ARGV: token, release channel, ms to keep (0: delete). Returns 1 when the key
-/// held our token (and is now deleted, or kept for the rest of the minimum hold), else 0.
+/// held our token (and is now deleted, or kept for the rest of the minimum hold as
+/// `<token>:released`), else 0.
 /// Only a deletion is announced: a kept lock is still taken.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -52,7 +53,9 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 end
 local keep = tonumber(ARGV[3])
 if keep > 0 then
-  redis.call('PEXPIRE', KEYS[1], keep)
+  -- Still taken for the rest of the minimum hold, but no longer ours: a renewal in flight
+  -- cannot match the token and stretch it back to a full lease.
+  redis.call('SET', KEYS[1], ARGV[1] .. ':released', 'PX', keep)
   return 1
 end
 redis.call('DEL', KEYS[1])

@@ -9,6 +9,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use deadpool_redis::redis::{self, aio::PubSubSink};
 use futures_util::StreamExt;
@@ -37,6 +38,8 @@ struct Shared {
     /// Redis in the order the queues changed.
     conn: tokio::sync::Mutex<Option<Conn>>,
     client: redis::Client,
+    /// Bound on connecting and on each subscribe/unsubscribe round trip.
+    timeout: Duration,
     next_id: AtomicU64,
 }
 
@@ -94,12 +97,13 @@ pub(crate) struct Ticket {
 }
 
 impl Waiters {
-    pub(crate) fn new(client: redis::Client) -> Self {
+    pub(crate) fn new(client: redis::Client, timeout: Duration) -> Self {
         Waiters {
             shared: Arc::new(Shared {
                 state: Mutex::default(),
                 conn: tokio::sync::Mutex::new(None),
                 client,
+                timeout,
                 next_id: AtomicU64::new(0),
             }),
         }
@@ -172,7 +176,13 @@ impl Ticket {
         let mut conn = shared.conn.lock().await;
         {
             let state = lock_unpoisoned(&shared.state);
-            let live = conn.as_ref().map(|c| c.generation).filter(|g| state.live == Some(*g));
+            // A reader that ended without reporting (its runtime shut down) means a dead
+            // connection too.
+            let live = conn
+                .as_ref()
+                .filter(|c| !c.reader.is_finished())
+                .map(|c| c.generation)
+                .filter(|g| state.live == Some(*g));
             if live.is_some() && state.channels.get(&self.channel).and_then(|c| c.subscribed) == live {
                 return Ok(());
             }
@@ -184,13 +194,17 @@ impl Ticket {
             *conn = Some(shared.connect().await?);
         }
         let Some(c) = conn.as_mut() else { return Ok(()) };
-        if let Err(e) = c.sink.subscribe(&self.channel).await {
+        // Recorded before the round trip: if this future is dropped mid-way, the last waiter
+        // to leave still sends the UNSUBSCRIBE (ordered after this SUBSCRIBE by the mutex).
+        if let Some(channel) = lock_unpoisoned(&shared.state).channels.get_mut(&self.channel) {
+            channel.subscribed = Some(c.generation);
+        }
+        let subscribed = tokio::time::timeout(shared.timeout, c.sink.subscribe(&self.channel))
+            .await
+            .unwrap_or_else(|_| Err(timed_out()));
+        if let Err(e) = subscribed {
             shared.reset(&mut conn);
             return Err(LockError::redis(format!("subscribing to `{}`", self.channel), e));
-        }
-        let generation = c.generation;
-        if let Some(channel) = lock_unpoisoned(&shared.state).channels.get_mut(&self.channel) {
-            channel.subscribed = Some(generation);
         }
         Ok(())
     }
@@ -220,12 +234,15 @@ impl Drop for Ticket {
     }
 }
 
+fn timed_out() -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, "pub/sub command timed out"))
+}
+
 impl Shared {
     async fn connect(self: &Arc<Self>) -> Result<Conn> {
-        let pubsub = self
-            .client
-            .get_async_pubsub()
+        let pubsub = tokio::time::timeout(self.timeout, self.client.get_async_pubsub())
             .await
+            .unwrap_or_else(|_| Err(timed_out()))
             .map_err(|e| LockError::redis("opening the pub/sub connection", e))?;
         let (sink, mut stream) = pubsub.split();
         let generation = {
@@ -290,7 +307,9 @@ impl Shared {
         };
         if let (Some(generation), Some(c)) = (subscribed, conn.as_mut())
             && c.generation == generation
-            && let Err(e) = c.sink.unsubscribe(&channel).await
+            && let Err(e) = tokio::time::timeout(self.timeout, c.sink.unsubscribe(&channel))
+                .await
+                .unwrap_or_else(|_| Err(timed_out()))
         {
             tracing::debug!(error = %e, channel, "unsubscribe failed; resetting the pub/sub connection");
             self.reset(&mut conn);

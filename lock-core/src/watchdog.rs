@@ -89,53 +89,82 @@ async fn renew_all(client: &Arc<ClientInner>) -> bool {
 }
 
 async fn renew_batch(client: &Arc<ClientInner>, batch: &[Arc<LockState>]) -> bool {
-    let batch: Vec<&Arc<LockState>> = batch.iter().filter(|s| s.is_active()).collect();
+    let mut batch: Vec<&Arc<LockState>> = batch.iter().filter(|s| s.is_active()).collect();
     if batch.is_empty() {
         return true;
     }
+    let (mut sent_at, mut result) = send_renewals(client, &batch).await;
+    if result.as_ref().is_ok_and(|replies| replies.iter().any(is_noscript)) {
+        // The server lost its script cache (restart, SCRIPT FLUSH): load it and send again,
+        // without the locks released meanwhile.
+        if client.load_script(&EXTEND).await.is_ok() {
+            batch.retain(|s| s.is_active());
+            (sent_at, result) = send_renewals(client, &batch).await;
+        }
+    }
+    let replies = match result {
+        Ok(replies) => replies,
+        Err(e) => {
+            tracing::warn!(error = %e, locks = batch.len(), instance = %client.config.instance_id, "lock renewal failed; retrying");
+            expire_overdue(client, &batch);
+            return false;
+        }
+    };
+    let mut ok = true;
+    for (state, reply) in batch.iter().zip(replies) {
+        match reply {
+            Ok(1) => {
+                state.extend_from(sent_at);
+                tracing::trace!(key = %state.key, instance = %state.instance, "lock renewed");
+            }
+            ref noscript if is_noscript(noscript) => {
+                ok = false;
+                expire_overdue(client, &[state]);
+            }
+            // Refused (the key is gone or holds another token), or the key is not even a
+            // string any more. A guard released while this batch was in flight is no longer
+            // HELD, so it is not reported.
+            reply => {
+                if let Err(e) = reply {
+                    tracing::debug!(key = %state.key, error = %e, "renewal refused by the server");
+                }
+                client.watchdog.unregister(state.id);
+                state.mark_lost(LossReason::NotOwner);
+            }
+        }
+    }
+    tracing::debug!(locks = batch.len(), instance = %client.config.instance_id, "watchdog renewed locks");
+    ok
+}
+
+/// One pipeline of EXTEND calls; each reply stands alone, so one bad key cannot fail the rest.
+async fn send_renewals(
+    client: &Arc<ClientInner>,
+    batch: &[&Arc<LockState>],
+) -> (Instant, Result<Vec<redis::RedisResult<i64>>, redis::RedisError>) {
     let mut pipe = redis::pipe();
-    for state in &batch {
+    pipe.ignore_errors();
+    for state in batch {
         // Leases were validated at acquisition, so the conversion cannot fail here.
         let lease = millis(state.lease, "lease").unwrap_or(u64::MAX);
         pipe.cmd("EVALSHA").arg(EXTEND.get_hash()).arg(1).arg(&state.key).arg(&state.token).arg(lease);
     }
     let sent_at = Instant::now();
     client.watchdog.renewals.fetch_add(batch.len() as u64, Ordering::Relaxed);
-    let mut result = client.query_pipeline::<Vec<i64>>(&pipe).await;
-    if let Err(e) = &result
-        && e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
-    {
-        // The server lost its script cache (restart, SCRIPT FLUSH): load and send again.
-        if client.load_script(&EXTEND).await.is_ok() {
-            result = client.query_pipeline::<Vec<i64>>(&pipe).await;
-        }
-    }
-    match result {
-        Ok(replies) => {
-            for (state, reply) in batch.iter().zip(replies) {
-                if reply == 1 {
-                    state.extend_from(sent_at);
-                    tracing::trace!(key = %state.key, instance = %state.instance, "lock renewed");
-                } else {
-                    // Refused: the key is gone or holds another token. A guard released while
-                    // this batch was in flight is no longer HELD, so it is not reported.
-                    client.watchdog.unregister(state.id);
-                    state.mark_lost(LossReason::NotOwner);
-                }
-            }
-            tracing::debug!(locks = batch.len(), instance = %client.config.instance_id, "watchdog renewed locks");
-            true
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, locks = batch.len(), instance = %client.config.instance_id, "lock renewal failed; retrying");
-            let now = Instant::now();
-            for state in batch {
-                if now >= state.deadline() {
-                    client.watchdog.unregister(state.id);
-                    state.mark_lost(LossReason::Expired);
-                }
-            }
-            false
+    (sent_at, client.query_pipeline(&pipe).await)
+}
+
+fn is_noscript(reply: &redis::RedisResult<i64>) -> bool {
+    reply.as_ref().is_err_and(|e| e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
+}
+
+/// After a failed renewal: locks whose local deadline has passed are lost.
+fn expire_overdue(client: &Arc<ClientInner>, batch: &[&Arc<LockState>]) {
+    let now = Instant::now();
+    for state in batch {
+        if now >= state.deadline() {
+            client.watchdog.unregister(state.id);
+            state.mark_lost(LossReason::Expired);
         }
     }
 }

@@ -5,10 +5,12 @@ use proc_macro2::{Span, TokenStream};
 use quote::quote_spanned;
 use syn::{Ident, LitStr};
 
-/// A parsed key: a `format!` string and one expression per placeholder.
+/// A parsed key: a `format!` string and one expression per placeholder, and the plain text
+/// (braces unescaped) when there are no placeholders.
 pub(crate) struct KeyTemplate {
     pub(crate) format: String,
     pub(crate) args: Vec<TokenStream>,
+    pub(crate) text: String,
 }
 
 /// Parses `lit`, checking each placeholder's root against `params` (`self` included when the
@@ -21,6 +23,7 @@ pub(crate) fn parse(lit: &LitStr, params: &[String]) -> syn::Result<KeyTemplate>
         return Err(err("`key` must not be empty; use a name such as \"lock:daily-report\"".into()));
     }
     let mut format = String::new();
+    let mut plain = String::new();
     let mut args = Vec::new();
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
@@ -28,10 +31,12 @@ pub(crate) fn parse(lit: &LitStr, params: &[String]) -> syn::Result<KeyTemplate>
             '{' if chars.peek() == Some(&'{') => {
                 chars.next();
                 format.push_str("{{");
+                plain.push('{');
             }
             '}' if chars.peek() == Some(&'}') => {
                 chars.next();
                 format.push_str("}}");
+                plain.push('}');
             }
             '}' => {
                 return Err(err(format!(
@@ -55,10 +60,13 @@ pub(crate) fn parse(lit: &LitStr, params: &[String]) -> syn::Result<KeyTemplate>
                 args.push(placeholder(&inner, &text, span, params)?);
                 format.push_str("{}");
             }
-            c => format.push(c),
+            c => {
+                format.push(c);
+                plain.push(c);
+            }
         }
     }
-    Ok(KeyTemplate { format, args })
+    Ok(KeyTemplate { format, args, text: plain })
 }
 
 fn placeholder(inner: &str, text: &str, span: Span, params: &[String]) -> syn::Result<TokenStream> {

@@ -120,7 +120,12 @@ fn expand(
     let format = &template.format;
     let key_args = &template.args;
     let key_span = options.key.span();
-    let key = quote_spanned!(key_span=> ::std::format!(#format #(, #key_args)*));
+    let key = if key_args.is_empty() {
+        let text = &template.text;
+        quote_spanned!(key_span=> ::std::string::String::from(#text))
+    } else {
+        quote_spanned!(key_span=> ::std::format!(#format #(, #key_args)*))
+    };
     let client = match &options.client {
         Some(expr) => quote_spanned!(expr.span()=> ::lock_core::__private::client_from(&(#expr))),
         None => quote!(::lock_core::__private::default_client()),
@@ -155,22 +160,27 @@ fn expand(
     let run = quote_spanned!(ret_span=> ::lock_core::__private::#runner::<#ret_ty, _>);
 
     let ItemFn { attrs, vis, sig, block } = func;
+    // The call and its `.await` carry the return type's span too, so that an unusable return
+    // type is reported once, there.
+    let call = quote_spanned! {ret_span=>
+        #run(
+            #client,
+            ::lock_core::__private::Spec {
+                key: #key,
+                wait: #wait,
+                lease: #lease,
+                at_least: #at_least,
+                fencing: #fencing,
+                on_lost: #on_lost,
+            },
+            async move #block,
+        )
+        .await
+    };
     Ok(quote! {
         #(#attrs)*
         #vis #sig {
-            #run(
-                #client,
-                ::lock_core::__private::Spec {
-                    key: #key,
-                    wait: #wait,
-                    lease: #lease,
-                    at_least: #at_least,
-                    fencing: #fencing,
-                    on_lost: #on_lost,
-                },
-                async move #block,
-            )
-            .await
+            #call
         }
     })
 }

@@ -1,35 +1,62 @@
-//! A private `redis-server` per test, with fault injection.
+//! A private Redis per test, with fault injection, from a process or a container.
 //!
-//! [`RedisServer::start`] launches `redis-server` (found on `PATH`) on a free
-//! loopback port inside a fresh temporary directory. The server can then be
-//! hard-stopped ([`RedisServer::stop`]), restarted on the same port
-//! ([`RedisServer::restart`]), frozen ([`RedisServer::pause`], `SIGSTOP`) and
-//! thawed ([`RedisServer::resume`], `SIGCONT`). Dropping the value kills the
-//! process and removes its directory.
+//! [`RedisServer::start`] gives a test its own Redis on a free `127.0.0.1`
+//! port. The server can be hard-stopped ([`RedisServer::stop`]), restarted on
+//! the same port ([`RedisServer::restart`]), frozen ([`RedisServer::pause`])
+//! and thawed ([`RedisServer::resume`]). Dropping the value removes it.
 //!
-//! The API is synchronous (built on [`std::process`]) so it can be used from
-//! plain `#[test]` functions as well as from `#[tokio::test]` ones.
+//! # Where the Redis comes from
 //!
-//! [`redis_url_or_start`] lets non-destructive tests run against an external
-//! server given by `REDIS_URL`; fault-injection tests must always use
-//! [`RedisServer::start`] so they never disturb a shared server.
+//! Private servers come from one of two [`Backend`]s, picked once per test
+//! binary in this order (the choice is printed once to stderr):
+//!
+//! 1. [`Backend::Process`]: `redis-server` found on `PATH`, started as a child
+//!    process in a fresh temp dir (`SIGKILL` / `SIGSTOP` / `SIGCONT` for faults);
+//! 2. [`Backend::Container`]: when a Docker engine answers, a container through
+//!    testcontainers, from the image named by `REDIS_TEST_IMAGE` (default
+//!    `redis:7-alpine`; `scripts/build-redis-image.sh` builds one from the
+//!    local binary for engines that cannot pull), with `docker kill` / `start`
+//!    / `pause` / `unpause` for faults on a fixed host port;
+//! 3. otherwise starting a server panics with a message naming the three fixes.
+//!
+//! `REDIS_TEST_BACKEND=process|container` forces a backend (CI runs the suites
+//! once with each). An external server given by `REDIS_URL` comes first for
+//! tests that can share one ([`RedisServer::shared`], [`redis_url_or_start`]);
+//! tests that inject faults or read server-wide counters always start their
+//! own with [`RedisServer::start`].
+//!
+//! The API is synchronous so it can be used from plain `#[test]` functions as
+//! well as from `#[tokio::test]` ones of either runtime flavour.
 
-use std::fmt::Write as _;
-use std::io::ErrorKind;
-use std::net::{Ipv4Addr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::fmt;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use deadpool_redis::redis::{self, RedisResult, Value};
+
+mod container;
+mod process;
+
+use container::ContainerServer;
+use process::ProcessServer;
 
 /// Connect, read and write timeout used by [`RedisServer::cli`] and
 /// [`RedisServer::connection`].
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// How long [`RedisServer::start`] / [`RedisServer::restart`] wait for the
-/// server to answer before giving up.
+/// Environment variable that forces a [`Backend`]: `process` or `container`.
+pub const BACKEND_VAR: &str = "REDIS_TEST_BACKEND";
+
+/// Environment variable naming the image of [`Backend::Container`].
+pub const IMAGE_VAR: &str = container::IMAGE_VAR;
+
+/// Environment variable with the URL of an external server for tests that can
+/// share one.
+pub const URL_VAR: &str = "REDIS_URL";
+
+/// How long starting or restarting a server waits for it to answer.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Interval between readiness probes.
@@ -38,142 +65,238 @@ const READY_POLL: Duration = Duration::from_millis(10);
 /// Timeout of a single readiness probe.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(250);
 
-/// How many fresh ports [`RedisServer::start`] tries when the chosen port
-/// turns out to be taken.
+/// How many fresh ports a start tries when the chosen port turns out to be
+/// taken.
 const PORT_ATTEMPTS: usize = 5;
-
-/// Name of the server binary looked up on `PATH`.
-const REDIS_SERVER: &str = "redis-server";
 
 /// Hint appended to panics when the server binary is missing or broken.
 const INSTALL_HINT: &str = "install Redis so that `redis-server` is on PATH \
      (Debian/Ubuntu: `apt-get install redis-server`; macOS: `brew install redis`)";
 
-/// Per-process counter making temp dir names unique.
-static DIR_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// A private `redis-server` process owned by one test.
-///
-/// Dropping it kills the process (`SIGKILL` + wait) and removes its temporary
-/// directory.
-#[derive(Debug)]
-pub struct RedisServer {
-    /// The running process, `None` while stopped.
-    child: Option<Child>,
-    /// Loopback port the server listens on; kept across restarts.
-    port: u16,
-    /// Temporary working directory (also holds `redis.log`).
-    dir: PathBuf,
+/// Where a private Redis server runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// A `redis-server` child process found on `PATH`.
+    Process,
+    /// A Docker container from the image named by `REDIS_TEST_IMAGE`.
+    Container,
 }
 
-/// Why one launch attempt failed.
-enum LaunchError {
-    /// The process exited because its port was already in use.
-    PortInUse,
-    /// Any other failure; the message is ready to be used in a panic.
-    Fatal(String),
+impl Backend {
+    /// The backend this test binary uses for [`RedisServer::start`], chosen
+    /// once (see the [module docs](self)) and announced on stderr.
+    ///
+    /// # Panics
+    ///
+    /// Panics with a message naming the three ways to get a Redis if neither
+    /// backend is available, or naming what is missing if `REDIS_TEST_BACKEND`
+    /// forces an unavailable one.
+    pub fn selected() -> Backend {
+        static SELECTED: OnceLock<Result<Backend, String>> = OnceLock::new();
+        let selected = SELECTED.get_or_init(|| {
+            let forced = std::env::var(BACKEND_VAR).ok();
+            let redis_server = find_on_path(process::REDIS_SERVER);
+            let choice =
+                choose(forced.as_deref(), redis_server, container::image(), container::docker_status);
+            match &choice {
+                Ok((backend, why)) => announce(&format!("private Redis servers: {backend} backend ({why})")),
+                Err(e) => announce(e),
+            }
+            choice.map(|(backend, _)| backend)
+        });
+        selected.clone().unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Process => "process",
+            Backend::Container => "container",
+        })
+    }
+}
+
+/// A Redis server owned by one test (or, from [`RedisServer::shared`], the
+/// external `REDIS_URL` server).
+///
+/// Dropping a private server kills it and removes its temp dir or container.
+#[derive(Debug)]
+pub struct RedisServer {
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Inner {
+    Process(ProcessServer),
+    Container(ContainerServer),
+    /// The server at `REDIS_URL`: never stopped, restarted or paused.
+    Shared {
+        url: String,
+        port: u16,
+    },
 }
 
 impl RedisServer {
-    /// Starts a private `redis-server` on a free `127.0.0.1` port in a new
-    /// temporary directory and waits until it answers.
+    /// Starts a private server from the [selected backend](Backend::selected)
+    /// and waits until it answers.
     ///
     /// # Panics
     ///
-    /// Panics with a message naming what to install if `redis-server` is not
-    /// on `PATH`, and with the tail of the server log if it does not come up
-    /// within 10 s (or keeps losing the race for a free port).
+    /// Panics with a message naming what to install or set if no backend is
+    /// available, and with the tail of the server's log if it does not come
+    /// up within 10 s (or keeps losing the race for a free port).
     pub fn start() -> RedisServer {
-        let dir = make_temp_dir();
-        let mut last_error = String::new();
-        for _ in 0..PORT_ATTEMPTS {
-            let port = free_port();
-            match launch(port, &dir) {
-                Ok(child) => {
-                    return RedisServer { child: Some(child), port, dir };
-                }
-                Err(LaunchError::PortInUse) => {
-                    last_error = format!("port {port} was taken before redis-server could bind it");
-                }
-                Err(LaunchError::Fatal(msg)) => {
-                    let _ = std::fs::remove_dir_all(&dir);
-                    panic!("{msg}");
-                }
+        RedisServer::start_with(Backend::selected())
+    }
+
+    /// Starts a private server from the given backend, whatever the
+    /// selection. Panics as [`start`](Self::start) does.
+    pub fn start_with(backend: Backend) -> RedisServer {
+        let inner = match backend {
+            Backend::Process => Inner::Process(ProcessServer::start()),
+            Backend::Container => Inner::Container(ContainerServer::start(&container::image())),
+        };
+        RedisServer { inner }
+    }
+
+    /// The server at `REDIS_URL` when that is set and non-empty, otherwise a
+    /// private one as from [`start`](Self::start).
+    ///
+    /// For tests that neither inject faults nor read server-wide counters
+    /// (`INFO commandstats`, `DBSIZE`, ...): other tests may use the same
+    /// server at the same time, so use keys no other test uses. On the shared
+    /// server, [`stop`](Self::stop), [`restart`](Self::restart),
+    /// [`pause`](Self::pause) and [`resume`](Self::resume) panic.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `REDIS_URL` is not a valid Redis URL, or as
+    /// [`start`](Self::start) does.
+    pub fn shared() -> RedisServer {
+        match external_url() {
+            Some(url) => {
+                let info = redis::Client::open(url.as_str())
+                    .unwrap_or_else(|e| panic!("{URL_VAR} is not a valid Redis URL: {e}"))
+                    .get_connection_info()
+                    .clone();
+                let port = match info.addr() {
+                    redis::ConnectionAddr::Tcp(_, port) | redis::ConnectionAddr::TcpTls { port, .. } => *port,
+                    _ => 0,
+                };
+                RedisServer { inner: Inner::Shared { url, port } }
             }
+            None => RedisServer::start(),
         }
-        let _ = std::fs::remove_dir_all(&dir);
-        panic!("could not start redis-server after {PORT_ATTEMPTS} attempts; last error: {last_error}");
     }
 
-    /// The connection URL, `redis://127.0.0.1:<port>/`.
+    /// Where this server runs, or `None` for the shared `REDIS_URL` server.
+    pub fn backend(&self) -> Option<Backend> {
+        match &self.inner {
+            Inner::Process(_) => Some(Backend::Process),
+            Inner::Container(_) => Some(Backend::Container),
+            Inner::Shared { .. } => None,
+        }
+    }
+
+    /// The connection URL: `redis://127.0.0.1:<port>/` for a private server,
+    /// `REDIS_URL` for the shared one.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        match &self.inner {
+            Inner::Shared { url, .. } => url.clone(),
+            _ => format!("redis://127.0.0.1:{}/", self.port()),
+        }
     }
 
-    /// The loopback port the server listens on (stable across restarts).
+    /// The port the server listens on (stable across restarts); for a
+    /// container, the host port published for it.
     pub fn port(&self) -> u16 {
-        self.port
+        match &self.inner {
+            Inner::Process(server) => server.port(),
+            Inner::Container(server) => server.port(),
+            Inner::Shared { port, .. } => *port,
+        }
     }
 
-    /// The OS process id of the running server, or `None` while stopped.
+    /// The OS process id of the running server, or `None` while stopped and
+    /// for the shared server. For a container it is the host pid of the
+    /// container's main process as the Docker engine reports it.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        match &self.inner {
+            Inner::Process(server) => server.pid(),
+            Inner::Container(server) => server.pid(),
+            Inner::Shared { .. } => None,
+        }
     }
 
-    /// Hard-stops the server: `SIGKILL` and wait (no `SIGTERM`, no graceful
-    /// shutdown, nothing persisted). The port stays reserved for
-    /// [`restart`](Self::restart). Does nothing if already stopped.
+    /// The container id, for a server from [`Backend::Container`].
+    pub fn container_id(&self) -> Option<&str> {
+        match &self.inner {
+            Inner::Container(server) => Some(server.id()),
+            _ => None,
+        }
+    }
+
+    /// Hard-stops the server: `SIGKILL` (`docker kill` for a container) and
+    /// wait; no graceful shutdown, nothing persisted. The port stays reserved
+    /// for [`restart`](Self::restart). Does nothing if already stopped.
+    ///
+    /// # Panics
+    ///
+    /// Panics on the shared server, and if the engine fails to kill a container.
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            kill_and_reap(&mut child);
+        match &mut self.inner {
+            Inner::Process(server) => server.stop(),
+            Inner::Container(server) => server.stop(),
+            Inner::Shared { .. } => panic!("{}", shared_fault("stop")),
         }
     }
 
-    /// Starts the server again on the same port and directory and waits until
-    /// it answers `PING`. If it is still running it is hard-stopped first.
-    /// The data set starts empty (persistence is disabled).
+    /// Starts the server again on the same port and waits until it answers
+    /// `PING`. If it is still running it is hard-stopped first. The data set
+    /// starts empty (persistence is disabled).
     ///
     /// # Panics
     ///
-    /// Panics if the server does not come back within 10 s (for example
-    /// because another process grabbed the port meanwhile).
+    /// Panics on the shared server, and if the server does not come back
+    /// within 10 s (for example because another process grabbed the port
+    /// meanwhile).
     pub fn restart(&mut self) {
-        self.stop();
-        match launch(self.port, &self.dir) {
-            Ok(child) => self.child = Some(child),
-            Err(LaunchError::PortInUse) => panic!(
-                "cannot restart redis-server: port {} was taken by another process while it was stopped\n{}",
-                self.port,
-                log_tail(&self.dir)
-            ),
-            Err(LaunchError::Fatal(msg)) => panic!("cannot restart redis-server: {msg}"),
+        match &mut self.inner {
+            Inner::Process(server) => server.restart(),
+            Inner::Container(server) => server.restart(),
+            Inner::Shared { .. } => panic!("{}", shared_fault("restart")),
         }
     }
 
-    /// Freezes the server with `SIGSTOP`: connections stay open and new TCP
-    /// connects are still accepted by the kernel, but nothing is answered
-    /// until [`resume`](Self::resume).
+    /// Freezes the server (`SIGSTOP`; `docker pause` for a container):
+    /// connections stay open and new TCP connects are still accepted, but
+    /// nothing is answered until [`resume`](Self::resume).
     ///
     /// # Panics
     ///
-    /// Panics if the server is stopped or the signal cannot be sent.
+    /// Panics on the shared server, if the server is stopped, or if the
+    /// signal or Docker call fails.
     pub fn pause(&self) {
-        let pid = self.running_pid("pause");
-        send_signal(pid, "STOP");
-        // Signal delivery is asynchronous; on Linux wait until the kernel
-        // reports the process as stopped so the caller observes the pause.
-        wait_until_blocking(Duration::from_secs(2), || proc_state(pid).is_none_or(|s| s == 'T' || s == 't'));
+        match &self.inner {
+            Inner::Process(server) => server.pause(),
+            Inner::Container(server) => server.pause(),
+            Inner::Shared { .. } => panic!("{}", shared_fault("pause")),
+        }
     }
 
-    /// Thaws a server frozen by [`pause`](Self::pause) with `SIGCONT`.
+    /// Thaws a server frozen by [`pause`](Self::pause) (`SIGCONT`;
+    /// `docker unpause`).
     ///
     /// # Panics
     ///
-    /// Panics if the server is stopped or the signal cannot be sent.
+    /// As [`pause`](Self::pause).
     pub fn resume(&self) {
-        let pid = self.running_pid("resume");
-        send_signal(pid, "CONT");
-        wait_until_blocking(Duration::from_secs(2), || proc_state(pid).is_none_or(|s| s != 'T' && s != 't'));
+        match &self.inner {
+            Inner::Process(server) => server.resume(),
+            Inner::Container(server) => server.resume(),
+            Inner::Shared { .. } => panic!("{}", shared_fault("resume")),
+        }
     }
 
     /// Runs one command over a fresh connection and renders the reply like
@@ -225,20 +348,7 @@ impl RedisServer {
 
     /// Opens a connection with [`CLIENT_TIMEOUT`] applied everywhere.
     fn try_connection(&self) -> RedisResult<redis::Connection> {
-        open_connection(self.port, CLIENT_TIMEOUT)
-    }
-
-    /// The pid of the running process, or a panic naming `what` was tried.
-    fn running_pid(&self, what: &str) -> u32 {
-        self.pid()
-            .unwrap_or_else(|| panic!("cannot {what} redis-server on port {}: it is stopped", self.port))
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.stop();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        open_connection(&self.url(), CLIENT_TIMEOUT)
     }
 }
 
@@ -252,9 +362,9 @@ impl Drop for RedisServer {
 /// Only for tests that do not disturb the server: fault-injection tests
 /// (stop, restart, pause, ...) must always use [`RedisServer::start`].
 pub fn redis_url_or_start() -> (Option<RedisServer>, String) {
-    match std::env::var("REDIS_URL") {
-        Ok(url) if !url.trim().is_empty() => (None, url),
-        _ => {
+    match external_url() {
+        Some(url) => (None, url),
+        None => {
             let server = RedisServer::start();
             let url = server.url();
             (Some(server), url)
@@ -309,151 +419,126 @@ pub fn wait_until_blocking<F: FnMut() -> bool>(timeout: Duration, mut cond: F) -
 /// Polling interval of [`wait_until`] and [`wait_until_blocking`].
 const POLL_INTERVAL: Duration = Duration::from_millis(5);
 
-/// Creates a fresh, uniquely named directory under the system temp dir.
-fn make_temp_dir() -> PathBuf {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    let name = format!(
-        "redis-test-{}-{}-{}",
-        std::process::id(),
-        DIR_COUNTER.fetch_add(1, Ordering::Relaxed),
-        nanos
-    );
-    let dir = std::env::temp_dir().join(name);
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create temp dir {}: {e}", dir.display()));
-    dir
-}
-
-/// Asks the OS for a currently free loopback port.
-fn free_port() -> u16 {
-    let listener =
-        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("cannot bind an ephemeral port on 127.0.0.1");
-    listener.local_addr().expect("bound listener has no local address").port()
-}
-
-/// Spawns `redis-server` on `port` in `dir` and waits until it is ready.
-fn launch(port: u16, dir: &Path) -> Result<Child, LaunchError> {
-    let log = dir.join("redis.log");
-    // Truncate the log so readiness failures show this attempt's output.
-    let _ = std::fs::remove_file(&log);
-    let mut child = Command::new(REDIS_SERVER)
-        .arg("--port")
-        .arg(port.to_string())
-        .args(["--bind", "127.0.0.1"])
-        .args(["--save", ""])
-        .args(["--appendonly", "no"])
-        .arg("--dir")
-        .arg(dir)
-        .args(["--daemonize", "no"])
-        .args(["--protected-mode", "no"])
-        .arg("--logfile")
-        .arg(&log)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| {
-            LaunchError::Fatal(if e.kind() == ErrorKind::NotFound {
-                format!("`{REDIS_SERVER}` was not found on PATH: {INSTALL_HINT}")
-            } else {
-                format!("failed to spawn `{REDIS_SERVER}`: {e}; {INSTALL_HINT}")
-            })
-        })?;
-
-    let deadline = Instant::now() + READY_TIMEOUT;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let tail = log_tail(dir);
-                if tail.contains("Address already in use") {
-                    return Err(LaunchError::PortInUse);
-                }
-                return Err(LaunchError::Fatal(format!(
-                    "redis-server on port {port} exited during startup ({status}); {INSTALL_HINT}\n{tail}"
-                )));
+/// Picks the backend for private servers.
+///
+/// `forced` is `REDIS_TEST_BACKEND`, `redis_server` where `redis-server` was
+/// found on `PATH`, `image` the container image and `docker` asks whether a
+/// Docker engine answers (called only when needed). Returns the backend and
+/// why it was picked, or the message to fail with.
+fn choose(
+    forced: Option<&str>,
+    redis_server: Option<PathBuf>,
+    image: String,
+    docker: impl FnOnce() -> Result<(), String>,
+) -> Result<(Backend, String), String> {
+    let container_why = |how: &str| format!("{how}; image `{image}`, set {IMAGE_VAR} to change it");
+    match forced.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("") => {
+            if let Some(path) = redis_server {
+                return Ok((Backend::Process, format!("{} found on PATH", path.display())));
             }
-            Ok(None) => {}
-            Err(e) => {
-                kill_and_reap(&mut child);
-                return Err(LaunchError::Fatal(format!("cannot query redis-server process status: {e}")));
+            match docker() {
+                Ok(()) => Ok((
+                    Backend::Container,
+                    container_why("no redis-server on PATH, a Docker engine answers"),
+                )),
+                Err(reason) => Err(format!(
+                    "no Redis to test against. Fix it one of three ways:\n  \
+                     1. {INSTALL_HINT};\n  \
+                     2. start a Docker engine: the tests then run Redis in containers from `{image}` \
+                     ({IMAGE_VAR}; without registry access, build a local image with \
+                     `scripts/build-redis-image.sh` and set {IMAGE_VAR} to the name it prints);\n  \
+                     3. set {URL_VAR}=redis://HOST:PORT/ to use an existing server (tests that stop, \
+                     restart or pause Redis still need 1 or 2).\n\
+                     (Docker: {reason})"
+                )),
             }
         }
-        // Probe with INFO so we also check the answer comes from *our*
-        // process, not from some other server that owns the port.
-        if probe_pid(port) == Some(child.id()) {
-            return Ok(child);
+        Some("process") => match redis_server {
+            Some(path) => Ok((Backend::Process, format!("{BACKEND_VAR}=process; {}", path.display()))),
+            None => Err(format!("{BACKEND_VAR}=process, but `redis-server` is not on PATH: {INSTALL_HINT}")),
+        },
+        Some("container") => match docker() {
+            Ok(()) => Ok((Backend::Container, container_why(&format!("{BACKEND_VAR}=container")))),
+            Err(reason) => Err(format!(
+                "{BACKEND_VAR}=container, but no Docker engine answers ({reason}); start Docker or set \
+                 DOCKER_HOST"
+            )),
+        },
+        Some(other) => {
+            Err(format!("{BACKEND_VAR} must be `process` or `container` (or unset), not `{other}`"))
         }
-        if Instant::now() >= deadline {
-            kill_and_reap(&mut child);
-            return Err(LaunchError::Fatal(format!(
-                "redis-server on port {port} did not answer PING within {READY_TIMEOUT:?}\n{}",
-                log_tail(dir)
-            )));
-        }
-        std::thread::sleep(READY_POLL);
     }
 }
 
-/// Pings the server on `port` and returns its `process_id`, if it answers.
-fn probe_pid(port: u16) -> Option<u32> {
-    let mut con = open_connection(port, PROBE_TIMEOUT).ok()?;
-    redis::cmd("PING").query::<Value>(&mut con).ok()?;
-    let info: String = redis::cmd("INFO").arg("server").query(&mut con).ok()?;
-    info.lines().find_map(|l| l.strip_prefix("process_id:")).and_then(|pid| pid.trim().parse().ok())
+/// The first executable file called `name` in a `PATH` directory.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| {
+        std::fs::metadata(candidate).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
 }
 
-/// Opens a sync connection to `127.0.0.1:port` with `timeout` applied to
-/// connect, read and write.
-fn open_connection(port: u16, timeout: Duration) -> RedisResult<redis::Connection> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?;
+/// `REDIS_URL` if set and non-empty; announces it (without its password) once.
+fn external_url() -> Option<String> {
+    let url = std::env::var(URL_VAR).ok().map(|u| u.trim().to_owned()).filter(|u| !u.is_empty())?;
+    static ANNOUNCED: OnceLock<()> = OnceLock::new();
+    ANNOUNCED.get_or_init(|| {
+        announce(&format!(
+            "shared Redis: {URL_VAR}={} (tests that inject faults still start private servers)",
+            redact(&url)
+        ));
+    });
+    Some(url)
+}
+
+/// `url` with any password replaced by `***`.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split_once(':').map_or("", |(user, _)| user);
+            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// The panic message for a fault-injection call on the shared server.
+fn shared_fault(what: &str) -> String {
+    format!(
+        "cannot {what} the shared {URL_VAR} server: tests that inject faults must use \
+         RedisServer::start() for a private server"
+    )
+}
+
+/// Prints one harness line to the process's stderr, bypassing the test
+/// harness's output capture so it is seen once per test binary.
+fn announce(message: &str) {
+    static STDERR: Mutex<()> = Mutex::new(());
+    let _guard = STDERR.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _ = writeln!(std::io::stderr(), "tests::harness: {message}");
+}
+
+/// Pings the server on `127.0.0.1:port` and returns the `field` of its
+/// `INFO server` section, if it answers.
+fn probe_info(port: u16, field: &str) -> Option<String> {
+    let mut con = open_connection(&format!("redis://127.0.0.1:{port}/"), PROBE_TIMEOUT).ok()?;
+    redis::cmd("PING").query::<Value>(&mut con).ok()?;
+    let info: String = redis::cmd("INFO").arg("server").query(&mut con).ok()?;
+    let prefix = format!("{field}:");
+    info.lines().find_map(|l| l.strip_prefix(prefix.as_str())).map(|v| v.trim().to_owned())
+}
+
+/// Opens a sync connection to `url` with `timeout` applied to connect, read
+/// and write.
+fn open_connection(url: &str, timeout: Duration) -> RedisResult<redis::Connection> {
+    let client = redis::Client::open(url)?;
     let con = client.get_connection_with_timeout(timeout)?;
     con.set_read_timeout(Some(timeout))?;
     con.set_write_timeout(Some(timeout))?;
     Ok(con)
-}
-
-/// `SIGKILL`s the child (which also works on a `SIGSTOP`ped process) and
-/// reaps it.
-fn kill_and_reap(child: &mut Child) {
-    // Errors mean the process already exited; `wait` reaps it either way.
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-/// Sends `SIG<signal>` to `pid` using the `kill` utility (no `unsafe`).
-fn send_signal(pid: u32, signal: &str) {
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run `kill -{signal} {pid}`: {e}"));
-    assert!(status.success(), "`kill -{signal} {pid}` failed: {status}");
-}
-
-/// The process state letter from `/proc/<pid>/stat` (Linux only).
-fn proc_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Format: "pid (comm) S ..."; comm may contain spaces or parentheses.
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
-}
-
-/// The last lines of `redis.log` in `dir`, formatted for a panic message.
-fn log_tail(dir: &Path) -> String {
-    let path = dir.join("redis.log");
-    match std::fs::read_to_string(&path) {
-        Ok(text) => {
-            let lines: Vec<&str> = text.lines().collect();
-            let start = lines.len().saturating_sub(30);
-            let mut out = format!("--- tail of {} ---\n", path.display());
-            for line in &lines[start..] {
-                let _ = writeln!(out, "{line}");
-            }
-            out
-        }
-        Err(e) => format!("(no log at {}: {e})", path.display()),
-    }
 }
 
 /// Renders a reply the way [`RedisServer::cli`] documents.
@@ -479,4 +564,71 @@ fn render(value: &Value) -> String {
 /// Renders each value and joins them with `'\n'`.
 fn join<'a>(values: impl Iterator<Item = &'a Value>) -> String {
     values.map(render).collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IMAGE: &str = "redis:7-alpine";
+
+    fn no_docker() -> Result<(), String> {
+        Err("connection refused".to_owned())
+    }
+
+    fn docker_must_not_be_asked() -> Result<(), String> {
+        panic!("Docker was asked although redis-server is on PATH")
+    }
+
+    #[test]
+    fn redis_server_on_path_wins_without_asking_docker() {
+        let found = Some(PathBuf::from("/usr/bin/redis-server"));
+        let (backend, why) = choose(None, found.clone(), IMAGE.into(), docker_must_not_be_asked).unwrap();
+        assert_eq!(backend, Backend::Process);
+        assert!(why.contains("/usr/bin/redis-server"), "{why}");
+        assert_eq!(
+            choose(Some(" "), found, IMAGE.into(), docker_must_not_be_asked).unwrap().0,
+            Backend::Process
+        );
+    }
+
+    #[test]
+    fn docker_is_the_fallback() {
+        let (backend, why) = choose(None, None, IMAGE.into(), || Ok(())).unwrap();
+        assert_eq!(backend, Backend::Container);
+        assert!(why.contains(IMAGE) && why.contains(IMAGE_VAR), "{why}");
+    }
+
+    #[test]
+    fn nothing_available_names_the_three_fixes() {
+        let err = choose(None, None, IMAGE.into(), no_docker).unwrap_err();
+        for needle in ["apt-get install redis-server", "Docker", "REDIS_URL=", IMAGE, "connection refused"] {
+            assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+        }
+    }
+
+    #[test]
+    fn the_variable_forces_a_backend() {
+        let found = Some(PathBuf::from("/usr/bin/redis-server"));
+        let (backend, _) = choose(Some("container"), found.clone(), IMAGE.into(), || Ok(())).unwrap();
+        assert_eq!(backend, Backend::Container);
+        let err = choose(Some("container"), found, IMAGE.into(), no_docker).unwrap_err();
+        assert!(err.contains("REDIS_TEST_BACKEND=container") && err.contains("connection refused"), "{err}");
+
+        let (backend, _) =
+            choose(Some("Process"), Some("/x/redis-server".into()), IMAGE.into(), || Ok(())).unwrap();
+        assert_eq!(backend, Backend::Process);
+        let err = choose(Some("process"), None, IMAGE.into(), || Ok(())).unwrap_err();
+        assert!(err.contains("not on PATH"), "{err}");
+
+        let err = choose(Some("podman"), None, IMAGE.into(), || Ok(())).unwrap_err();
+        assert!(err.contains("`podman`"), "{err}");
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact("redis://:s3cret@db:6379/0"), "redis://:***@db:6379/0");
+        assert_eq!(redact("redis://user:s3cret@db/"), "redis://user:***@db/");
+        assert_eq!(redact("redis://127.0.0.1:6379/"), "redis://127.0.0.1:6379/");
+    }
 }

@@ -1,3 +1,4 @@
-//! Test support for the workspace's integration tests: a private redis-server per test.
+//! Test support for the workspace's integration tests: a private Redis per test, from a
+//! `redis-server` process or a Docker container (see [`harness`]).
 
 pub mod harness;

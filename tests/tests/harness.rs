@@ -1,8 +1,9 @@
-//! Self-test of the private redis-server harness.
+//! Self-test of the Redis test harness, against whichever backend it selected (CI runs it
+//! with `REDIS_TEST_BACKEND=process` and `=container`).
 
 use std::time::{Duration, Instant};
 
-use tests::harness::{RedisServer, init_tracing, wait_until, wait_until_blocking};
+use tests::harness::{Backend, RedisServer, init_tracing, wait_until, wait_until_blocking};
 
 #[test]
 fn start_stop_restart_pause_resume() {
@@ -74,4 +75,35 @@ async fn wait_until_async() {
     assert!(wait_until(Duration::from_secs(1), || start.elapsed() > Duration::from_millis(20)).await);
     assert!(!wait_until(Duration::from_millis(30), || false).await);
     assert!(!wait_until_blocking(Duration::from_millis(30), || false));
+}
+
+#[test]
+fn the_selected_backend_is_reported() {
+    let server = RedisServer::start();
+    let backend = server.backend().expect("a private server has a backend");
+    assert_eq!(backend, Backend::selected());
+    assert_eq!(server.container_id().is_some(), backend == Backend::Container);
+    assert!(server.pid().is_some());
+}
+
+#[test]
+fn shared_is_redis_url_or_a_private_server() {
+    let mut server = RedisServer::shared();
+    let key = format!("harness:shared:{}", std::process::id());
+    assert_eq!(server.cli(&["SET", &key, "v", "PX", "10000"]), "OK");
+    assert_eq!(server.cli(&["GET", &key]), "v");
+    server.cli(&["DEL", &key]);
+    match std::env::var("REDIS_URL") {
+        Ok(url) if !url.trim().is_empty() => {
+            assert_eq!(server.backend(), None);
+            assert_eq!(server.url(), url.trim());
+            assert_eq!(server.pid(), None);
+            // Fault injection is refused on a server other tests share.
+            let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.stop()));
+            let message = *stopped.expect_err("stop() on the shared server").downcast::<String>().unwrap();
+            assert!(message.contains("RedisServer::start()"), "{message}");
+            assert_eq!(server.cli(&["PING"]), "PONG");
+        }
+        _ => assert_eq!(server.backend(), Some(Backend::selected())),
+    }
 }

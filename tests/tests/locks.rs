@@ -1,5 +1,8 @@
 //! lock-core against a real redis-server: exclusion, release, leases, the watchdog, loss
 //! detection, waiting, re-entrancy, fencing, bad input and recovery.
+//!
+//! Tests that neither inject faults nor read server-wide counters use
+//! `RedisServer::shared()`, so `REDIS_URL` can point them at an external server.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,6 +26,20 @@ fn client_with(server: &RedisServer, instance: &str, watchdog_lease: Duration) -
         .expect("valid client configuration")
 }
 
+/// `name` in this run's key namespace. With `REDIS_URL`, runs share a server, and a key left
+/// by an earlier run (a guard dropped as its test ended) must not be seen by this one.
+fn k(name: &str) -> String {
+    static RUN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let run = RUN.get_or_init(|| {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        format!("t{}-{}:", std::process::id(), nanos % 1_000_000_000)
+    });
+    match name.strip_prefix('{') {
+        Some(rest) => format!("{{{run}{rest}"),
+        None => format!("{run}{name}"),
+    }
+}
+
 fn get(server: &RedisServer, key: &str) -> String {
     server.cli(&["GET", key])
 }
@@ -38,7 +55,7 @@ fn evalsha_calls(server: &RedisServer) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_one_of_twenty_concurrent_try_locks_wins() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let client = client(&server, "pod-1");
     let start = Arc::new(tokio::sync::Barrier::new(20));
     let tasks: Vec<_> = (0..20)
@@ -46,7 +63,7 @@ async fn exactly_one_of_twenty_concurrent_try_locks_wins() {
             let (client, start) = (client.clone(), start.clone());
             tokio::spawn(async move {
                 start.wait().await;
-                client.try_lock("lock:race", LockOptions::new()).await
+                client.try_lock(&k("lock:race"), LockOptions::new()).await
             })
         })
         .collect();
@@ -55,7 +72,7 @@ async fn exactly_one_of_twenty_concurrent_try_locks_wins() {
         match task.await.expect("task completes") {
             Ok(guard) => winners.push(guard),
             Err(LockError::Held { key, remaining }) => {
-                assert_eq!(key, "lock:race");
+                assert_eq!(key, k("lock:race"));
                 assert!(remaining.is_some_and(|r| r <= Duration::from_millis(600)), "{remaining:?}");
             }
             Err(e) => panic!("unexpected error: {e}"),
@@ -64,44 +81,44 @@ async fn exactly_one_of_twenty_concurrent_try_locks_wins() {
     assert_eq!(winners.len(), 1, "exactly one task holds the lock");
     let token = winners[0].token().to_owned();
     assert!(token.starts_with("pod-1:"), "token names the instance: {token}");
-    assert_eq!(get(&server, "lock:race"), token, "redis-cli GET shows the holder");
+    assert_eq!(get(&server, &k("lock:race")), token, "redis-cli GET shows the holder");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_checks_the_owner_token() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let client = client(&server, "pod-1");
 
     // Another owner's token in the key (a takeover): our release must leave it alone.
     let guard =
-        client.try_lock("lock:owned", LockOptions::new().lease(Duration::from_secs(10))).await.unwrap();
-    server.cli(&["SET", "lock:owned", "pod-2:someone-else", "PX", "10000"]);
+        client.try_lock(&k("lock:owned"), LockOptions::new().lease(Duration::from_secs(10))).await.unwrap();
+    server.cli(&["SET", &k("lock:owned"), "pod-2:someone-else", "PX", "10000"]);
     assert!(!guard.release().await.unwrap(), "release reports that we no longer owned it");
-    assert_eq!(get(&server, "lock:owned"), "pod-2:someone-else", "the other owner's key stays");
+    assert_eq!(get(&server, &k("lock:owned")), "pod-2:someone-else", "the other owner's key stays");
 
     // Our own token: release deletes the key.
-    server.cli(&["DEL", "lock:owned"]);
-    let guard = client.try_lock("lock:owned", LockOptions::new()).await.unwrap();
-    assert_eq!(get(&server, "lock:owned"), guard.token());
+    server.cli(&["DEL", &k("lock:owned")]);
+    let guard = client.try_lock(&k("lock:owned"), LockOptions::new()).await.unwrap();
+    assert_eq!(get(&server, &k("lock:owned")), guard.token());
     assert!(guard.release().await.unwrap(), "release reports that we owned it");
-    assert_eq!(get(&server, "lock:owned"), "(nil)");
+    assert_eq!(get(&server, &k("lock:owned")), "(nil)");
     assert_eq!(client.renewing(), 0, "a released lock is no longer renewed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixed_lease_expires_on_time_and_another_client_takes_over() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let (a, b) = (client(&server, "pod-1"), client(&server, "pod-2"));
     let lease = Duration::from_millis(400);
     let started = Instant::now();
-    let guard = a.try_lock("lock:fixed", LockOptions::new().lease(lease)).await.unwrap();
-    let pttl: u64 = server.cli(&["PTTL", "lock:fixed"]).parse().unwrap();
+    let guard = a.try_lock(&k("lock:fixed"), LockOptions::new().lease(lease)).await.unwrap();
+    let pttl: u64 = server.cli(&["PTTL", &k("lock:fixed")]).parse().unwrap();
     assert!(pttl <= 400 && pttl > 200, "PTTL is the fixed lease: {pttl}");
-    assert!(b.try_lock("lock:fixed", LockOptions::new()).await.is_err(), "held during the lease");
+    assert!(b.try_lock(&k("lock:fixed"), LockOptions::new()).await.is_err(), "held during the lease");
 
-    assert!(wait_until(Duration::from_secs(2), || get(&server, "lock:fixed") == "(nil)").await);
+    assert!(wait_until(Duration::from_secs(2), || get(&server, &k("lock:fixed")) == "(nil)").await);
     let expired_after = started.elapsed();
     assert!(expired_after >= Duration::from_millis(350), "not before the lease: {expired_after:?}");
     assert!(expired_after < Duration::from_millis(900), "on time: {expired_after:?}");
@@ -109,24 +126,24 @@ async fn fixed_lease_expires_on_time_and_another_client_takes_over() {
 
     assert!(!guard.is_held(), "the holder knows its lease ran out");
     assert_eq!(guard.lost().await, LossReason::Expired);
-    let taken = b.try_lock("lock:fixed", LockOptions::new()).await.expect("another client takes it");
-    assert_eq!(get(&server, "lock:fixed"), taken.token());
+    let taken = b.try_lock(&k("lock:fixed"), LockOptions::new()).await.expect("another client takes it");
+    assert_eq!(get(&server, &k("lock:fixed")), taken.token());
     assert!(!guard.release().await.unwrap(), "the stale holder cannot release the new owner's lock");
-    assert_eq!(get(&server, "lock:fixed"), taken.token());
+    assert_eq!(get(&server, &k("lock:fixed")), taken.token());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_keeps_the_lock_past_its_lease_and_stops_at_release() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let lease = Duration::from_millis(300);
     let a = client_with(&server, "pod-1", lease);
-    let guard = a.try_lock("lock:watchdog", LockOptions::new()).await.unwrap();
+    let guard = a.try_lock(&k("lock:watchdog"), LockOptions::new()).await.unwrap();
     let token = guard.token().to_owned();
     // Three leases in, it must have been renewed several times.
     let deadline = Instant::now() + lease * 3;
     while Instant::now() < deadline {
-        assert_eq!(get(&server, "lock:watchdog"), token, "held at {:?}", deadline - Instant::now());
+        assert_eq!(get(&server, &k("lock:watchdog")), token, "held at {:?}", deadline - Instant::now());
         assert!(guard.is_held());
         tokio::time::sleep(Duration::from_millis(50)).await; // sampling, not synchronisation
     }
@@ -134,21 +151,21 @@ async fn watchdog_keeps_the_lock_past_its_lease_and_stops_at_release() {
     assert!(renewals >= 6, "renewed every lease/3: {renewals}");
 
     assert!(guard.release().await.unwrap());
-    assert_eq!(get(&server, "lock:watchdog"), "(nil)");
+    assert_eq!(get(&server, &k("lock:watchdog")), "(nil)");
     assert_eq!(a.renewing(), 0);
     // No renewal is sent after release: wait two renewal intervals and look.
     tokio::time::sleep(lease * 2 / 3).await;
     assert!(a.renewals_sent() <= renewals + 1, "at most one renewal already in flight at release");
-    assert_eq!(get(&server, "lock:watchdog"), "(nil)", "a renewal never resurrects a released lock");
+    assert_eq!(get(&server, &k("lock:watchdog")), "(nil)", "a renewal never resurrects a released lock");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_holders_lock_expires_within_its_lease() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let lease_ms = 500;
     let mut holder = std::process::Command::new(env!("CARGO_BIN_EXE_lock_holder"))
-        .args([server.url(), "lock:crash".into(), lease_ms.to_string()])
+        .args([server.url(), k("lock:crash"), lease_ms.to_string()])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("spawn lock_holder");
@@ -167,31 +184,31 @@ async fn a_crashed_holders_lock_expires_within_its_lease() {
     assert!(token.starts_with("crashing-holder:"));
     // The holder's watchdog keeps it alive well past one lease.
     let acquired = Instant::now();
-    assert!(!wait_until(Duration::from_millis(3 * lease_ms), || get(&server, "lock:crash") != token).await);
+    assert!(!wait_until(Duration::from_millis(3 * lease_ms), || get(&server, &k("lock:crash")) != token).await);
     assert!(acquired.elapsed() >= Duration::from_millis(3 * lease_ms));
 
     holder.kill().expect("kill -9 the holder");
     holder.wait().unwrap();
     let killed = Instant::now();
-    assert!(wait_until(Duration::from_secs(3), || get(&server, "lock:crash") == "(nil)").await);
+    assert!(wait_until(Duration::from_secs(3), || get(&server, &k("lock:crash")) == "(nil)").await);
     let freed_after = killed.elapsed();
     assert!(freed_after <= Duration::from_millis(lease_ms + 200), "freed within the lease: {freed_after:?}");
     let b = client(&server, "pod-2");
-    let _taken = b.try_lock("lock:crash", LockOptions::new()).await.expect("another replica takes it");
+    let _taken = b.try_lock(&k("lock:crash"), LockOptions::new()).await.expect("another replica takes it");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_guard_frees_the_lock_at_once() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     // A 30 s watchdog lease: freeing within a second can only come from the drop's release.
     let a = client_with(&server, "pod-1", Duration::from_secs(30));
-    let freed = |server: &RedisServer| get(server, "lock:drop") == "(nil)";
+    let freed = |server: &RedisServer| get(server, &k("lock:drop")) == "(nil)";
 
     // A panicking task.
     let task_client = a.clone();
     let task = tokio::spawn(async move {
-        let _guard = task_client.try_lock("lock:drop", LockOptions::new()).await.unwrap();
+        let _guard = task_client.try_lock(&k("lock:drop"), LockOptions::new()).await.unwrap();
         panic!("the job failed");
     });
     assert!(task.await.unwrap_err().is_panic());
@@ -203,20 +220,20 @@ async fn dropping_a_guard_frees_the_lock_at_once() {
     let section_client = a.clone();
     let cancelled = tokio::spawn(async move {
         section_client
-            .with_lock("lock:drop", LockOptions::new(), async move {
+            .with_lock(&k("lock:drop"), LockOptions::new(), async move {
                 held2.notify_one();
                 std::future::pending::<()>().await;
             })
             .await
     });
     held.notified().await;
-    assert_ne!(get(&server, "lock:drop"), "(nil)");
+    assert_ne!(get(&server, &k("lock:drop")), "(nil)");
     cancelled.abort();
     assert!(cancelled.await.unwrap_err().is_cancelled());
     assert!(wait_until(Duration::from_secs(1), || freed(&server)).await, "freed after cancellation");
 
     // A plain drop.
-    drop(a.try_lock("lock:drop", LockOptions::new()).await.unwrap());
+    drop(a.try_lock(&k("lock:drop"), LockOptions::new()).await.unwrap());
     assert!(wait_until(Duration::from_secs(1), || freed(&server)).await, "freed after drop");
     assert_eq!(a.renewing(), 0);
 }
@@ -224,11 +241,11 @@ async fn dropping_a_guard_frees_the_lock_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_resolves_when_the_key_is_deleted_from_outside() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let a = client_with(&server, "pod-1", Duration::from_millis(300));
-    let guard = a.try_lock("lock:lost", LockOptions::new()).await.unwrap();
+    let guard = a.try_lock(&k("lock:lost"), LockOptions::new()).await.unwrap();
     let lost = guard.lost();
-    server.cli(&["DEL", "lock:lost"]);
+    server.cli(&["DEL", &k("lock:lost")]);
     let reason =
         tokio::time::timeout(Duration::from_secs(2), lost).await.expect("loss detected by the next renewal");
     assert_eq!(reason, LossReason::NotOwner);
@@ -243,7 +260,7 @@ async fn lost_resolves_when_redis_stalls_past_the_deadline() {
     let server = RedisServer::start();
     let lease = Duration::from_millis(600);
     let a = client_with(&server, "pod-1", lease);
-    let guard = a.try_lock("lock:stall", LockOptions::new()).await.unwrap();
+    let guard = a.try_lock(&k("lock:stall"), LockOptions::new()).await.unwrap();
     server.pause();
     let paused = Instant::now();
     let reason = tokio::time::timeout(Duration::from_secs(3), guard.lost()).await.expect("loss detected");
@@ -257,7 +274,7 @@ async fn lost_resolves_when_redis_stalls_past_the_deadline() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_acquires_on_the_release_message() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let holder = client_with(&server, "pod-1", Duration::from_secs(30));
     // Fallback retries only every 10 s: an acquisition sooner than that came from pub/sub.
     let waiter = LockClient::builder()
@@ -266,17 +283,17 @@ async fn a_waiter_acquires_on_the_release_message() {
         .wait_backoff(Duration::from_secs(10), Duration::from_secs(10))
         .build()
         .unwrap();
-    let guard = holder.try_lock("lock:handoff", LockOptions::new()).await.unwrap();
+    let guard = holder.try_lock(&k("lock:handoff"), LockOptions::new()).await.unwrap();
     let waiting = tokio::spawn({
         let waiter = waiter.clone();
         async move {
-            let guard = waiter.lock("lock:handoff", LockOptions::new().wait(Duration::from_secs(20))).await;
+            let guard = waiter.lock(&k("lock:handoff"), LockOptions::new().wait(Duration::from_secs(20))).await;
             (guard, Instant::now())
         }
     });
     assert!(
         wait_until(Duration::from_secs(2), || server
-            .cli(&["PUBSUB", "NUMSUB", "lock:handoff:released"])
+            .cli(&["PUBSUB", "NUMSUB", &k("lock:handoff:released")])
             .ends_with("\n1"))
         .await,
         "the waiter subscribes to the release channel"
@@ -291,12 +308,12 @@ async fn a_waiter_acquires_on_the_release_message() {
         gap < Duration::from_millis(250),
         "hand-off took {gap:?}, far below the 10 s fallback and 30 s lease"
     );
-    assert_eq!(get(&server, "lock:handoff"), acquired.token());
+    assert_eq!(get(&server, &k("lock:handoff")), acquired.token());
     assert!(acquired.token().starts_with("pod-2:"));
     // The waiter left: its subscription goes too.
     assert!(
         wait_until(Duration::from_secs(2), || server
-            .cli(&["PUBSUB", "NUMSUB", "lock:handoff:released"])
+            .cli(&["PUBSUB", "NUMSUB", &k("lock:handoff:released")])
             .ends_with("\n0"))
         .await,
         "no subscription leak"
@@ -307,18 +324,18 @@ async fn a_waiter_acquires_on_the_release_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_on_a_lock_never_released_times_out_at_its_bound() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let (a, b) = (client_with(&server, "pod-1", Duration::from_secs(30)), client(&server, "pod-2"));
-    let _guard = a.try_lock("lock:forever", LockOptions::new()).await.unwrap();
+    let _guard = a.try_lock(&k("lock:forever"), LockOptions::new()).await.unwrap();
     let started = Instant::now();
-    let err = b.lock("lock:forever", LockOptions::new().wait(Duration::from_millis(700))).await.unwrap_err();
+    let err = b.lock(&k("lock:forever"), LockOptions::new().wait(Duration::from_millis(700))).await.unwrap_err();
     let waited = started.elapsed();
-    assert!(matches!(&err, LockError::Timeout { key, .. } if key == "lock:forever"), "{err}");
+    assert!(matches!(&err, LockError::Timeout { key, .. } if *key == k("lock:forever")), "{err}");
     assert!(err.to_string().contains("timed out after 700ms"), "{err}");
     assert!(waited >= Duration::from_millis(700) && waited < Duration::from_millis(1100), "{waited:?}");
     assert!(
         wait_until(Duration::from_secs(2), || server
-            .cli(&["PUBSUB", "NUMSUB", "lock:forever:released"])
+            .cli(&["PUBSUB", "NUMSUB", &k("lock:forever:released")])
             .ends_with("\n0"))
         .await,
         "the timed-out waiter unsubscribed"
@@ -328,23 +345,23 @@ async fn a_wait_on_a_lock_never_released_times_out_at_its_bound() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_of_one_client_take_turns_in_arrival_order() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let a = client(&server, "pod-1");
-    let first = a.try_lock("lock:fifo", LockOptions::new()).await.unwrap();
+    let first = a.try_lock(&k("lock:fifo"), LockOptions::new()).await.unwrap();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..5 {
         let (task_client, order) = (a.clone(), order.clone());
         tasks.push(tokio::spawn(async move {
             let guard = task_client
-                .lock("lock:fifo", LockOptions::new().wait(Duration::from_secs(10)))
+                .lock(&k("lock:fifo"), LockOptions::new().wait(Duration::from_secs(10)))
                 .await
                 .unwrap();
             order.lock().unwrap().push(i);
             guard.release().await.unwrap();
         }));
         // Each waiter is queued before the next one starts.
-        assert!(wait_until(Duration::from_secs(2), || a.waiters("lock:fifo") == i + 1).await);
+        assert!(wait_until(Duration::from_secs(2), || a.waiters(&k("lock:fifo")) == i + 1).await);
     }
     first.release().await.unwrap();
     for t in tasks {
@@ -360,19 +377,19 @@ async fn nested_acquisition_in_a_scope_is_reentrant_and_local() {
     let a = client(&server, "pod-1");
     let outer_client = a.clone();
     let result = a
-        .with_lock("lock:reentrant", LockOptions::new().fencing(true), async {
+        .with_lock(&k("lock:reentrant"), LockOptions::new().fencing(true), async {
             let outer = lock_core::current().expect("inside a locked section");
             let calls_before = evalsha_calls(&server);
             // The same key again, directly and through a nested scoped section.
             let nested = outer_client
-                .lock("lock:reentrant", LockOptions::new().wait(Duration::from_secs(1)))
+                .lock(&k("lock:reentrant"), LockOptions::new().wait(Duration::from_secs(1)))
                 .await
                 .unwrap();
             assert!(nested.is_nested());
             assert_eq!(nested.token(), outer.token());
             assert_eq!(nested.fence(), outer.fence());
             let inner = outer_client
-                .with_lock("lock:reentrant", LockOptions::new(), async {
+                .with_lock(&k("lock:reentrant"), LockOptions::new(), async {
                     lock_core::current().unwrap().token().to_owned()
                 })
                 .await
@@ -381,7 +398,7 @@ async fn nested_acquisition_in_a_scope_is_reentrant_and_local() {
             assert!(nested.release().await.unwrap());
             assert_eq!(evalsha_calls(&server), calls_before, "nested holds do not touch Redis");
             assert_eq!(
-                get(&server, "lock:reentrant"),
+                get(&server, &k("lock:reentrant")),
                 outer.token(),
                 "the outer hold survives the nested release"
             );
@@ -389,7 +406,7 @@ async fn nested_acquisition_in_a_scope_is_reentrant_and_local() {
             // Another task is still excluded.
             let other = outer_client.clone();
             let elsewhere =
-                tokio::spawn(async move { other.try_lock("lock:reentrant", LockOptions::new()).await })
+                tokio::spawn(async move { other.try_lock(&k("lock:reentrant"), LockOptions::new()).await })
                     .await
                     .unwrap();
             assert!(matches!(elsewhere, Err(LockError::Held { .. })), "{elsewhere:?}");
@@ -398,32 +415,32 @@ async fn nested_acquisition_in_a_scope_is_reentrant_and_local() {
         .await
         .unwrap();
     assert_eq!(result, 42);
-    assert_eq!(get(&server, "lock:reentrant"), "(nil)", "released when the outer section ends");
+    assert_eq!(get(&server, &k("lock:reentrant")), "(nil)", "released when the outer section ends");
     assert!(lock_core::current().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fencing_tokens_strictly_increase_even_across_expiry() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let (a, b) = (client(&server, "pod-1"), client(&server, "pod-2"));
     let fenced = LockOptions::new().fencing(true);
     let mut fences = Vec::new();
     for i in 0..6 {
         let client = if i % 2 == 0 { &a } else { &b };
-        let guard = client.try_lock("lock:fenced", fenced.clone()).await.unwrap();
+        let guard = client.try_lock(&k("lock:fenced"), fenced.clone()).await.unwrap();
         fences.push(guard.fence().expect("fencing was asked for"));
         guard.release().await.unwrap();
     }
     // A holder whose fixed lease runs out, then a new holder.
-    let stale = a.try_lock("lock:fenced", fenced.clone().lease(Duration::from_millis(100))).await.unwrap();
+    let stale = a.try_lock(&k("lock:fenced"), fenced.clone().lease(Duration::from_millis(100))).await.unwrap();
     fences.push(stale.fence().unwrap());
-    assert!(wait_until(Duration::from_secs(2), || get(&server, "lock:fenced") == "(nil)").await);
-    let fresh = b.try_lock("lock:fenced", fenced.clone()).await.unwrap();
+    assert!(wait_until(Duration::from_secs(2), || get(&server, &k("lock:fenced")) == "(nil)").await);
+    let fresh = b.try_lock(&k("lock:fenced"), fenced.clone()).await.unwrap();
     fences.push(fresh.fence().unwrap());
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "strictly increasing: {fences:?}");
-    assert_eq!(server.cli(&["GET", "{lock:fenced}:fence"]), fences.last().unwrap().to_string());
-    let unfenced = a.try_lock("lock:unfenced", LockOptions::new()).await.unwrap();
+    assert_eq!(server.cli(&["GET", &k("{lock:fenced}:fence")]), fences.last().unwrap().to_string());
+    let unfenced = a.try_lock(&k("lock:unfenced"), LockOptions::new()).await.unwrap();
     assert_eq!(unfenced.fence(), None);
 }
 
@@ -448,24 +465,24 @@ async fn bad_input_gets_a_clear_typed_error() {
     let err = a.try_lock("", LockOptions::new()).await.unwrap_err();
     assert!(matches!(err, LockError::InvalidKey { .. }), "{err:?}");
     assert!(err.to_string().contains("empty"), "{err}");
-    let err = a.try_lock("lock:x", LockOptions::new().lease(Duration::ZERO)).await.unwrap_err();
+    let err = a.try_lock(&k("lock:x"), LockOptions::new().lease(Duration::ZERO)).await.unwrap_err();
     assert!(matches!(err, LockError::InvalidOptions(_)), "{err:?}");
     assert!(err.to_string().contains("lease must be at least"), "{err}");
 
     // Unreachable Redis, then the same client recovers once Redis is back.
-    let _warm = a.try_lock("lock:warm", LockOptions::new()).await.unwrap().release().await.unwrap();
+    let _warm = a.try_lock(&k("lock:warm"), LockOptions::new()).await.unwrap().release().await.unwrap();
     server.stop();
     let started = Instant::now();
-    let err = a.try_lock("lock:x", LockOptions::new()).await.unwrap_err();
+    let err = a.try_lock(&k("lock:x"), LockOptions::new()).await.unwrap_err();
     assert!(matches!(err, LockError::Redis { .. }), "{err:?}");
-    assert!(err.to_string().contains("acquiring lock `lock:x`"), "{err}");
+    assert!(err.to_string().contains(&format!("acquiring lock `{}`", k("lock:x"))), "{err}");
     assert!(started.elapsed() < Duration::from_secs(2), "fails promptly: {:?}", started.elapsed());
-    let err = a.lock("lock:x", LockOptions::new().wait(Duration::from_millis(300))).await.unwrap_err();
+    let err = a.lock(&k("lock:x"), LockOptions::new().wait(Duration::from_millis(300))).await.unwrap_err();
     assert!(matches!(err, LockError::Redis { .. }), "{err:?}");
     server.restart();
     let guard =
-        a.try_lock("lock:x", LockOptions::new()).await.expect("the same client works again after a restart");
-    assert_eq!(get(&server, "lock:x"), guard.token());
+        a.try_lock(&k("lock:x"), LockOptions::new()).await.expect("the same client works again after a restart");
+    assert_eq!(get(&server, &k("lock:x")), guard.token());
     assert!(guard.release().await.unwrap());
 }
 
@@ -475,13 +492,13 @@ async fn waiting_survives_a_redis_restart() {
     let mut server = RedisServer::start();
     let a = client(&server, "pod-1");
     let b = client(&server, "pod-2");
-    let guard = a.try_lock("lock:restart", LockOptions::new().lease(Duration::from_secs(30))).await.unwrap();
+    let guard = a.try_lock(&k("lock:restart"), LockOptions::new().lease(Duration::from_secs(30))).await.unwrap();
     let waiting = tokio::spawn(async move {
-        b.lock("lock:restart", LockOptions::new().wait(Duration::from_secs(10))).await
+        b.lock(&k("lock:restart"), LockOptions::new().wait(Duration::from_secs(10))).await
     });
     assert!(
         wait_until(Duration::from_secs(2), || server
-            .cli(&["PUBSUB", "NUMSUB", "lock:restart:released"])
+            .cli(&["PUBSUB", "NUMSUB", &k("lock:restart:released")])
             .ends_with("\n1"))
         .await
     );
@@ -492,14 +509,14 @@ async fn waiting_survives_a_redis_restart() {
         .unwrap()
         .unwrap()
         .expect("acquired after restart");
-    assert_eq!(get(&server, "lock:restart"), acquired.token());
+    assert_eq!(get(&server, &k("lock:restart")), acquired.token());
     drop(guard);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_exclusion_holds_under_load() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let clients: Vec<_> = (1..=3).map(|i| client(&server, &format!("pod-{i}"))).collect();
     let inside = Arc::new(AtomicUsize::new(0));
     let overlaps = Arc::new(AtomicUsize::new(0));
@@ -516,7 +533,7 @@ async fn mutual_exclusion_holds_under_load() {
                 let mut conn = redis.get_multiplexed_async_connection().await.unwrap();
                 while Instant::now() < until {
                     let guard = match client
-                        .lock("lock:hammer", LockOptions::new().wait(Duration::from_secs(5)))
+                        .lock(&k("lock:hammer"), LockOptions::new().wait(Duration::from_secs(5)))
                         .await
                     {
                         Ok(g) => g,
@@ -527,7 +544,7 @@ async fn mutual_exclusion_holds_under_load() {
                     }
                     // Redis agrees that we are the holder.
                     let holder: Option<String> =
-                        lock_core::redis::cmd("GET").arg("lock:hammer").query_async(&mut conn).await.unwrap();
+                        lock_core::redis::cmd("GET").arg(&k("lock:hammer")).query_async(&mut conn).await.unwrap();
                     if holder.as_deref() != Some(guard.token()) {
                         overlaps.fetch_add(1, Ordering::SeqCst);
                     }
@@ -546,4 +563,81 @@ async fn mutual_exclusion_holds_under_load() {
     assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two holders at once");
     assert!(n >= 100, "the test exercised the lock: {n} acquisitions");
     eprintln!("{n} acquisitions by 24 tasks on 3 clients, 0 overlaps");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_least_keeps_the_lock_for_the_minimum_and_renewal_cannot_stretch_it() {
+    init_tracing();
+    let server = RedisServer::shared();
+    // Renewals every 100 ms: several would land during the minimum hold.
+    let a = client_with(&server, "pod-1", Duration::from_millis(300));
+    let b = client(&server, "pod-2");
+    let started = Instant::now();
+    let guard = a.try_lock(&k("lock:min"), LockOptions::new().at_least(Duration::from_millis(800))).await.unwrap();
+    let token = guard.token().to_owned();
+    assert!(guard.release().await.unwrap());
+    assert_eq!(get(&server, &k("lock:min")), format!("{token}:released"), "kept, but no longer renewable");
+    assert!(matches!(b.try_lock(&k("lock:min"), LockOptions::new()).await, Err(LockError::Held { .. })));
+    assert!(wait_until(Duration::from_secs(3), || get(&server, &k("lock:min")) == "(nil)").await);
+    let freed = started.elapsed();
+    assert!(freed >= Duration::from_millis(750) && freed < Duration::from_millis(1300), "freed at the minimum: {freed:?}");
+    b.try_lock(&k("lock:min"), LockOptions::new()).await.expect("free after the minimum hold").release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_broken_key_does_not_fail_the_renewal_of_the_others() {
+    init_tracing();
+    let server = RedisServer::shared();
+    let a = client_with(&server, "pod-1", Duration::from_millis(300));
+    let healthy = a.try_lock(&k("lock:healthy"), LockOptions::new()).await.unwrap();
+    let broken = a.try_lock(&k("lock:broken"), LockOptions::new()).await.unwrap();
+    // Someone replaces the key with a hash: the renewal script's GET fails with WRONGTYPE.
+    server.cli(&["DEL", &k("lock:broken")]);
+    server.cli(&["HSET", &k("lock:broken"), "f", "v"]);
+    assert_eq!(tokio::time::timeout(Duration::from_secs(2), broken.lost()).await.unwrap(), LossReason::NotOwner);
+    // Three more leases: the healthy lock keeps being renewed in the same batches.
+    let until = Instant::now() + Duration::from_millis(900);
+    while Instant::now() < until {
+        assert_eq!(get(&server, &k("lock:healthy")), healthy.token());
+        tokio::time::sleep(Duration::from_millis(50)).await; // sampling
+    }
+    assert!(healthy.is_held());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_release_still_frees_the_lock() {
+    init_tracing();
+    let server = RedisServer::start();
+    let a = LockClient::builder()
+        .url(server.url())
+        .instance_id("pod-1")
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let guard = a.try_lock(&k("lock:cancelled-release"), LockOptions::new()).await.unwrap();
+    // The release will need a second round trip (NOSCRIPT, then load and retry), and the
+    // server is stopped: the caller gives up before the key is deleted.
+    server.cli(&["SCRIPT", "FLUSH"]);
+    server.pause();
+    let cancelled = tokio::time::timeout(Duration::from_millis(100), guard.release()).await;
+    assert!(cancelled.is_err(), "the release was cut short");
+    server.resume();
+    // Finished in the background, long before the 30 s watchdog lease would free it.
+    assert!(wait_until(Duration::from_secs(2), || get(&server, &k("lock:cancelled-release")) == "(nil)").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unbounded_wait_is_accepted() {
+    init_tracing();
+    let server = RedisServer::shared();
+    let (a, b) = (client(&server, "pod-1"), client(&server, "pod-2"));
+    let forever = LockOptions::new().wait(Duration::MAX);
+    let guard = a.lock(&k("lock:forever-wait"), forever.clone()).await.expect("free: acquired at once");
+    let waiting = tokio::spawn(async move { b.lock(&k("lock:forever-wait"), forever).await });
+    assert!(
+        wait_until(Duration::from_secs(2), || server.cli(&["PUBSUB", "NUMSUB", &k("lock:forever-wait:released")]).ends_with("\n1")).await
+    );
+    guard.release().await.unwrap();
+    let acquired = tokio::time::timeout(Duration::from_secs(2), waiting).await.unwrap().unwrap().unwrap();
+    assert_eq!(get(&server, &k("lock:forever-wait")), acquired.token());
 }

@@ -44,7 +44,7 @@ async fn short_wait_job(client: &LockClient) -> Result<(), LockError> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_mode_end_to_end() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let (a, b) = (client(&server, "pod-1"), client(&server, "pod-2"));
 
     // skip_if_held: runs when free, skips (body not run) when held.
@@ -92,7 +92,7 @@ async fn replicated_job(client: &LockClient, runs: &AtomicU32, finished: &Atomic
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_one_body_per_overlap() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let replicas = [client(&server, "pod-1"), client(&server, "pod-2")];
     let mut winners = [0u32; 2];
     for round in 0..20 {
@@ -139,7 +139,7 @@ async fn inner(client: &LockClient) -> Result<String, LockError> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nested_annotated_fns_with_the_same_key_are_reentrant() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let a = client(&server, "pod-1");
     let token =
         tokio::time::timeout(Duration::from_secs(5), outer(&a)).await.expect("no self-deadlock").unwrap();
@@ -167,7 +167,7 @@ async fn failing_job(client: &LockClient, input: &str) -> anyhow::Result<u32> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_error_returned_with_question_mark_releases_the_lock() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let a = LockClient::builder().url(server.url()).build().unwrap();
     let err = failing_job(&a, "not a number").await.unwrap_err();
     assert!(
@@ -181,7 +181,7 @@ async fn an_error_returned_with_question_mark_releases_the_lock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panics_and_cancellation_release_the_lock() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     // 30 s watchdog lease: only the release on unwind/drop frees the key this fast.
     let a = LockClient::builder().url(server.url()).build().unwrap();
 
@@ -217,7 +217,7 @@ async fn long_job(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_lost_cancel_stops_the_body() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let a = client(&server, "pod-1");
     let started = Arc::new(tokio::sync::Notify::new());
     let finished = Arc::new(AtomicBool::new(false));
@@ -244,7 +244,7 @@ async fn fenced(client: &LockClient, id: u32) -> Result<u64, LockError> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fencing_exposes_increasing_fences_to_the_body() {
     init_tracing();
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let (a, b) = (client(&server, "pod-1"), client(&server, "pod-2"));
     let mut fences = Vec::new();
     for i in 0..6 {

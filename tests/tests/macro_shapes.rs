@@ -104,7 +104,7 @@ impl Job for Service {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_shape_runs_its_body_under_the_lock() {
-    let server = RedisServer::start();
+    let server = RedisServer::shared();
     let client = LockClient::from_url(&server.url()).unwrap();
 
     skip_unit(&client).await;

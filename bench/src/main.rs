@@ -1,0 +1,306 @@
+//! `lockbench`: measures lock-core against the raw Redis floor, in one run.
+//!
+//! ```text
+//! cargo run --release -p lockbench -- [--quick] [--only s1,s2,s3,s4] [--json FILE]
+//! ```
+//!
+//! Uses the Redis at `REDIS_URL` if set, else starts a private `redis-server` from `PATH` on a
+//! free loopback port (no persistence) and stops it on exit. Scenarios (see BENCHMARKS.md):
+//!
+//! - **S1 uncontended**: 1 and 32 tasks, each on its own key, acquire -> release for a few
+//!   seconds, next to the raw baseline (`SET key token NX PX` + EVALSHA compare-and-delete on
+//!   one multiplexed connection) measured in the same run.
+//! - **S2 contended**: 8 tasks on one key, acquire (wait <= 10 s) -> hold 1 ms -> release:
+//!   hand-off gap, fairness, Redis commands per acquisition, mutual-exclusion violations, next
+//!   to a raw client that spins on `SET NX`.
+//! - **S3 scale**: 10,000 watchdog locks held for 3 lease periods: renewal traffic against the
+//!   ideal, RSS per held lock, renewal lag, lost locks.
+//! - **S4 overhead**: annotated fn vs `with_lock` vs the guard calls vs raw, one task.
+//!
+//! Results are printed as Markdown tables, a targets table (DESIGN §8), and JSON lines (one
+//! object per row, each starting with `{"scenario":`); `--json FILE` also writes the JSON
+//! lines to FILE. `--quick` shortens S1, S2 and S4 (S3 always holds for 3 lease periods).
+//! `--explain` adds S1 rows in which the raw client sends lock-core's own scripts, splitting
+//! lock-core's cost into its server-side and client-side parts.
+//!
+//! For instruction counts (stable, unlike wall time) run one API variant for a fixed number of
+//! cycles under callgrind, twice with different counts, and divide the difference:
+//!
+//! ```text
+//! valgrind --tool=callgrind target/release/lockbench --callgrind guard --iters 2000
+//! ```
+//!
+//! Variants: `raw`, `guard`, `scoped`, `annotated`.
+
+mod cycles;
+mod raw;
+mod report;
+mod s1;
+mod s2;
+mod s3;
+mod s4;
+mod server;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use lock_core::redis::{self, aio::MultiplexedConnection};
+use lock_core::{LockClient, LockClientBuilder};
+
+use crate::cycles::{Conns, Variant};
+use crate::report::Report;
+use crate::server::{CmdStats, PrivateServer};
+
+const USAGE: &str = "\
+usage: lockbench [--quick] [--explain] [--only s1,s2,s3,s4] [--json FILE] [--locks N] [--lease-ms MS]
+       lockbench --callgrind raw|guard|scoped|annotated|raw+lc-scripts|... --iters N
+
+Uses REDIS_URL if set, else starts a private redis-server from PATH.";
+
+#[derive(Debug)]
+struct Args {
+    quick: bool,
+    explain: bool,
+    only: Vec<String>,
+    json: Option<PathBuf>,
+    locks: usize,
+    lease: Duration,
+    callgrind: Option<Variant>,
+    iters: u64,
+}
+
+fn parse_args() -> Result<Args> {
+    let mut args = Args {
+        quick: false,
+        explain: false,
+        only: vec!["s1".into(), "s2".into(), "s3".into(), "s4".into()],
+        json: None,
+        locks: 10_000,
+        lease: Duration::from_secs(3),
+        callgrind: None,
+        iters: 2000,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value\n{USAGE}"));
+        match arg.as_str() {
+            "--quick" => args.quick = true,
+            "--explain" => args.explain = true,
+            "--only" => {
+                args.only = value("--only")?.split(',').map(|s| s.trim().to_lowercase()).collect();
+                if let Some(bad) = args.only.iter().find(|s| !["s1", "s2", "s3", "s4"].contains(&s.as_str()))
+                {
+                    bail!("unknown scenario `{bad}`\n{USAGE}");
+                }
+            }
+            "--json" => args.json = Some(value("--json")?.into()),
+            "--locks" => args.locks = value("--locks")?.parse().context("--locks takes a number")?,
+            "--lease-ms" => {
+                args.lease =
+                    Duration::from_millis(value("--lease-ms")?.parse().context("--lease-ms takes a number")?);
+            }
+            "--callgrind" => {
+                let v = value("--callgrind")?;
+                args.callgrind =
+                    Some(Variant::parse(&v).with_context(|| format!("unknown variant `{v}`\n{USAGE}"))?);
+            }
+            "--iters" => args.iters = value("--iters")?.parse().context("--iters takes a number")?,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument `{other}`\n{USAGE}"),
+        }
+    }
+    if args.locks == 0 || args.lease < Duration::from_millis(300) {
+        bail!("--locks must be > 0 and --lease-ms >= 300");
+    }
+    Ok(args)
+}
+
+/// What every scenario needs: the server, a key prefix unique to this run, admin access.
+pub(crate) struct Bench {
+    url: String,
+    prefix: String,
+    redis: redis::Client,
+    admin: MultiplexedConnection,
+    quick: bool,
+    /// Add S1 rows that split lock-core's cost into server-side and client-side parts.
+    explain: bool,
+}
+
+impl Bench {
+    async fn new(url: String, quick: bool, explain: bool) -> Result<Self> {
+        let redis = redis::Client::open(url.as_str()).context("invalid Redis URL")?;
+        let admin = redis.get_multiplexed_async_connection().await.context("connecting to Redis")?;
+        let prefix = format!("lockbench:{}", std::process::id());
+        Ok(Bench { url, prefix, redis, admin, quick, explain })
+    }
+
+    /// `lockbench:<pid>:<suffix>`.
+    pub(crate) fn key(&self, suffix: &str) -> String {
+        format!("{}:{suffix}", self.prefix)
+    }
+
+    /// A new multiplexed connection.
+    pub(crate) async fn conn(&self) -> Result<MultiplexedConnection> {
+        self.redis.get_multiplexed_async_connection().await.context("connecting to Redis")
+    }
+
+    pub(crate) fn client_builder(&self, instance: &str) -> LockClientBuilder {
+        LockClient::builder().url(self.url.as_str()).instance_id(instance)
+    }
+
+    /// A lock client with the defaults.
+    pub(crate) fn client(&self, instance: &str) -> Result<LockClient> {
+        self.client_builder(instance).build().context("building a lock client")
+    }
+
+    /// Runs `f` with a `Bench` of its own on a current-thread runtime on another OS thread.
+    ///
+    /// One-task rows run there: on the 2-worker runtime a single task's round trip depends on
+    /// whether it and the connection's driver task share a worker (about 25 µs) or not (about
+    /// 50 µs), which made C = 1 rounds bimodal and their ratios noise.
+    pub(crate) async fn on_local_runtime<F, Fut, T>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce(Bench) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T>>,
+        T: Send + 'static,
+    {
+        let (url, quick, explain) = (self.url.clone(), self.quick, self.explain);
+        tokio::task::spawn_blocking(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("building a current-thread runtime")?
+                .block_on(async move { f(Bench::new(url, quick, explain).await?).await })
+        })
+        .await
+        .context("the current-thread runtime's thread panicked")?
+    }
+
+    /// The server's command counters now.
+    pub(crate) async fn stats(&self) -> Result<CmdStats> {
+        CmdStats::read(&mut self.admin.clone()).await
+    }
+
+    async fn server_info(&self) -> Result<String> {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut self.admin.clone())
+            .await
+            .context("INFO server")?;
+        let field = |name: &str| {
+            info.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_owned()).unwrap_or_default()
+        };
+        Ok(format!("redis {} ({})", field("redis_version:"), field("multiplexing_api:")))
+    }
+}
+
+fn main() -> Result<()> {
+    let args = parse_args()?;
+    let (server, url) = match std::env::var("REDIS_URL") {
+        Ok(url) if !url.trim().is_empty() => (None, url),
+        _ => {
+            let server = PrivateServer::start()?;
+            let url = server.url.clone();
+            (Some(server), url)
+        }
+    };
+    let result = if let Some(variant) = args.callgrind {
+        // One thread, so instruction counts do not depend on scheduling.
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("building the tokio runtime")?
+            .block_on(callgrind(url, variant, args.iters))
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("building the tokio runtime")?
+            .block_on(bench(url, &args, server.is_some()))
+    };
+    drop(server);
+    result
+}
+
+/// Runs `iters` cycles of one variant, for `valgrind --tool=callgrind`.
+async fn callgrind(url: String, variant: Variant, iters: u64) -> Result<()> {
+    let b = Bench::new(url, true, false).await?;
+    let conns = Conns { client: b.client("lockbench-cg")?, conn: b.conn().await? };
+    // Sizes of the futures the API returns: each call builds one and moves it into the caller's
+    // state machine (a memcpy of this many bytes).
+    let client = &conns.client;
+    let key = "lockbench:size";
+    let (mut c1, mut c2) = (conns.conn.clone(), conns.conn.clone());
+    let guard =
+        client.try_lock(key, lock_core::LockOptions::new()).await.context("taking the sizing lock")?;
+    let release = guard.release();
+    let release_size = std::mem::size_of_val(&release);
+    release.await.context("releasing the sizing lock")?;
+    println!(
+        "future sizes (bytes): try_lock {}, release {}, with_lock {}, annotated fn {}, raw SET {}, raw release {}",
+        std::mem::size_of_val(&client.try_lock(key, lock_core::LockOptions::new())),
+        release_size,
+        std::mem::size_of_val(&client.with_lock(key, lock_core::LockOptions::new(), async {})),
+        std::mem::size_of_val(&cycles::annotated(client, key, 1)),
+        std::mem::size_of_val(&raw::acquire(&mut c1, key, "t", 1)),
+        std::mem::size_of_val(&raw::release(&mut c2, key, "t")),
+    );
+    let s = cycles::task(conns, variant, b.key(&format!("cg:{}", variant.name())), None, iters).await?;
+    println!("{} cycles of {}", s.cycles, variant.name());
+    Ok(())
+}
+
+async fn bench(url: String, args: &Args, private: bool) -> Result<()> {
+    let b = Bench::new(url, args.quick, args.explain).await?;
+    let started = Instant::now();
+    let mut report = Report::default();
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let env = format!(
+        "{}, {}, {cores} cores, mode {}",
+        b.server_info().await?,
+        if private { "private redis-server on loopback" } else { "REDIS_URL" },
+        if args.quick { "--quick" } else { "default" }
+    );
+    eprintln!("lockbench: {env}");
+    let wants = |s: &str| args.only.iter().any(|o| o == s);
+    // S3 first: its RSS growth per lock would be hidden by heap that earlier scenarios freed.
+    if wants("s3") {
+        eprintln!("S3 scale");
+        s3::run(&b, &mut report, args.locks, args.lease).await?;
+    }
+    if wants("s1") {
+        eprintln!("S1 uncontended");
+        s1::run(&b, &mut report).await?;
+    }
+    if wants("s2") {
+        eprintln!("S2 contended");
+        s2::run(&b, &mut report).await?;
+    }
+    if wants("s4") {
+        eprintln!("S4 overhead");
+        s4::run(&b, &mut report).await?;
+    }
+
+    report.sort();
+    println!("## lockbench results\n\n{env}; total {:.0} s\n", started.elapsed().as_secs_f64());
+    for table in &report.tables {
+        println!("{}", table.render());
+    }
+    println!("{}", report.targets_table().render());
+    let mut lines: Vec<String> = report.json.iter().map(|j| j.line()).collect();
+    lines.extend(report.target_json().iter().map(|j| j.line()));
+    println!("JSON lines:\n");
+    for line in &lines {
+        println!("{line}");
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, lines.join("\n") + "\n")
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,40 @@
+#![doc = include_str!("../README.md")]
+
+mod clock;
+mod job;
+mod report;
+mod schedule;
+mod scheduler;
+mod signal;
+
+pub use clock::{Clock, OffsetClock, SystemClock};
+pub use job::{Job, JobOutput, RunContext};
+pub use report::{RunOutcome, RunReport, ShutdownReport};
+pub use schedule::{CatchUp, ON_TIME, Schedule, ScheduleError};
+pub use scheduler::{DEFAULT_SHUTDOWN_GRACE, Scheduler, SchedulerBuilder, SchedulerError, SchedulerHandle};
+pub use signal::{ShutdownSignal, shutdown_signal};
+
+/// The `chrono` crate slots are expressed in.
+pub use chrono;
+/// The `chrono-tz` crate; [`Tz`] is the time zone type of local slots.
+pub use chrono_tz::{self, Tz};
+/// The lock client crate, re-exported for convenience.
+pub use lock_core;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>(_: &T) {}
+    fn assert_send<T: Send>(_: &T) {}
+
+    /// Schedulers, handles and their futures can be moved into `tokio::spawn`.
+    #[allow(dead_code)]
+    fn thread_safety(scheduler: Scheduler, other: Scheduler, handle: SchedulerHandle) {
+        assert_send_sync(&scheduler);
+        assert_send_sync(&handle);
+        assert_send(&handle.shutdown());
+        assert_send(&scheduler.run_until_signal());
+        assert_send(&other.start());
+    }
+}

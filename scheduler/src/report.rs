@@ -1,0 +1,94 @@
+//! What happened to each slot, as logged and as broadcast to
+//! [`subscribe`](crate::Scheduler::subscribe)rs.
+
+use std::fmt;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+/// How one slot of one job went on this replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RunOutcome {
+    /// The job ran here (and succeeded).
+    Ran,
+    /// Another instance held the job's lock, so this replica skipped the slot.
+    SkippedHeld,
+    /// The tick had already been claimed (run) by another instance.
+    SkippedTickDone,
+    /// This replica's previous run of the job was still going; the slot was skipped.
+    SkippedStillRunning,
+    /// This many slots, the latest of which is the report's slot, could not run on time and
+    /// were not run (see [`CatchUp`](crate::CatchUp)).
+    Missed(u64),
+    /// The job ran and failed: it returned an error or panicked, or its lock could not be taken
+    /// or was lost. The message says which.
+    Failed(String),
+    /// The job was still running when the shutdown grace period ended and was cancelled; its
+    /// lock was released.
+    Cancelled,
+}
+
+impl RunOutcome {
+    /// The short label used in logs: `ran`, `skipped: held`, `skipped: tick done`,
+    /// `skipped: still running`, `missed`, `failed`, `cancelled`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            RunOutcome::Ran => "ran",
+            RunOutcome::SkippedHeld => "skipped: held",
+            RunOutcome::SkippedTickDone => "skipped: tick done",
+            RunOutcome::SkippedStillRunning => "skipped: still running",
+            RunOutcome::Missed(_) => "missed",
+            RunOutcome::Failed(_) => "failed",
+            RunOutcome::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the job's body ran on this replica for this slot (successfully or not).
+    pub fn ran_here(&self) -> bool {
+        matches!(self, RunOutcome::Ran | RunOutcome::Failed(_) | RunOutcome::Cancelled)
+    }
+}
+
+impl fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunOutcome::Missed(n) => write!(f, "missed ({n} slots)"),
+            RunOutcome::Failed(error) => write!(f, "failed: {error}"),
+            other => f.write_str(other.label()),
+        }
+    }
+}
+
+/// One slot of one job on this replica: sent to every [`subscribe`](crate::Scheduler::subscribe)r
+/// when the slot is settled.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RunReport {
+    /// The job's name.
+    pub job: String,
+    /// The slot (scheduled fire time).
+    pub slot: DateTime<Utc>,
+    /// The slot in epoch milliseconds: the tick claimed in Redis.
+    pub tick: i64,
+    /// This replica's instance id.
+    pub instance: String,
+    /// What happened.
+    pub outcome: RunOutcome,
+    /// When the scheduler's clock said the slot fired here.
+    pub fired_at: DateTime<Utc>,
+    /// How long after its slot it fired (`fired_at - slot`).
+    pub lateness: Duration,
+    /// How long the run took (lock, job and release); zero for slots that did not start a run.
+    pub duration: Duration,
+}
+
+/// What [`SchedulerHandle::shutdown`](crate::SchedulerHandle::shutdown) did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Jobs whose running run finished within the grace period.
+    pub finished: Vec<String>,
+    /// Jobs whose run was cancelled at the end of the grace period (their locks released).
+    pub cancelled: Vec<String>,
+}
