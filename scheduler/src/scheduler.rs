@@ -636,12 +636,14 @@ async fn run(shared: Arc<Shared>, job: Arc<JobEntry>, ctx: RunContext, fired_at:
     let body = async move { func(ctx).await.map_err(Failure::Job) };
     let spec = job.spec();
     let client = shared.client.clone();
-    let locked = async move {
+    // Boxed: the nested lock and job futures are otherwise deep enough to overflow rustc's
+    // query depth limit in a clean (non-incremental) build. One allocation per run.
+    let locked: std::pin::Pin<Box<dyn Future<Output = _> + Send>> = Box::pin(async move {
         match spec {
             Some(spec) => rt::run_skip(Ok(client), spec, body).await,
             None => body.await,
         }
-    };
+    });
     let (result, lock_outcome) = rt::with_tick(tick, AssertUnwindSafe(locked).catch_unwind()).await;
     let outcome = match (result, lock_outcome) {
         (Err(panic), _) => RunOutcome::Failed(format!("panicked: {}", panic_message(&*panic))),
