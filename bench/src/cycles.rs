@@ -8,7 +8,7 @@ use lock_core::redis::aio::MultiplexedConnection;
 use lock_core::{LockClient, LockError, LockOptions};
 
 use crate::raw;
-use crate::report::nanos;
+use crate::report::{nanos, percentile};
 
 /// How one cycle takes and frees the lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +77,8 @@ pub(crate) struct Samples {
     pub(crate) cycle: Vec<u64>,
     /// Throughput of each round, cycles/s.
     pub(crate) rounds: Vec<f64>,
+    /// Median cycle latency of each round, ns.
+    pub(crate) round_p50: Vec<f64>,
 }
 
 impl Samples {
@@ -87,6 +89,7 @@ impl Samples {
         self.release.extend(other.release);
         self.cycle.extend(other.cycle);
         self.rounds.extend(other.rounds);
+        self.round_p50.extend(other.round_p50);
     }
 
     pub(crate) fn per_sec(&self) -> f64 {
@@ -123,6 +126,9 @@ pub(crate) async fn run_cycles(
     }
     total.elapsed = start.elapsed();
     total.rounds = vec![total.per_sec()];
+    let mut cycle = total.cycle.clone();
+    cycle.sort_unstable();
+    total.round_p50 = vec![percentile(&cycle, 50.0) as f64];
     Ok(total)
 }
 

@@ -1,7 +1,7 @@
 //! `lockbench`: measures lock-core against the raw Redis floor, in one run.
 //!
 //! ```text
-//! cargo run --release -p lockbench -- [--quick] [--only s1,s2,s3,s4] [--json FILE]
+//! cargo run --release -p lockbench -- [--quick] [--explain] [--only s1,s2,s3,s4] [--json FILE]
 //! ```
 //!
 //! Uses the Redis at `REDIS_URL` if set, else starts a private `redis-server` from `PATH` on a
@@ -17,6 +17,9 @@
 //!   ideal, RSS per held lock, renewal lag, lost locks.
 //! - **S4 overhead**: annotated fn vs `with_lock` vs the guard calls vs raw, one task.
 //!
+//! Every ratio compares rounds run back to back in the same run (median over rounds), since
+//! wall time on a small shared machine drifts by more than the differences measured.
+//!
 //! Results are printed as Markdown tables, a targets table (DESIGN §8), and JSON lines (one
 //! object per row, each starting with `{"scenario":`); `--json FILE` also writes the JSON
 //! lines to FILE. `--quick` shortens S1, S2 and S4 (S3 always holds for 3 lease periods).
@@ -27,10 +30,12 @@
 //! cycles under callgrind, twice with different counts, and divide the difference:
 //!
 //! ```text
-//! valgrind --tool=callgrind target/release/lockbench --callgrind guard --iters 2000
+//! valgrind --tool=callgrind target/release/lockbench --callgrind guard --iters 1000
+//! valgrind --tool=callgrind target/release/lockbench --callgrind guard --iters 3000
 //! ```
 //!
-//! Variants: `raw`, `guard`, `scoped`, `annotated`.
+//! Variants: `raw`, `guard`, `scoped`, `annotated`, and the `--explain` ones: `raw+lc-acquire`,
+//! `raw+lc-release`, `raw+lc-scripts`, `raw+proposed`.
 
 mod cycles;
 mod raw;
@@ -55,7 +60,8 @@ use crate::server::{CmdStats, PrivateServer};
 
 const USAGE: &str = "\
 usage: lockbench [--quick] [--explain] [--only s1,s2,s3,s4] [--json FILE] [--locks N] [--lease-ms MS]
-       lockbench --callgrind raw|guard|scoped|annotated|raw+lc-scripts|... --iters N
+       lockbench --callgrind VARIANT --iters N
+         VARIANT: raw guard scoped annotated raw+lc-acquire raw+lc-release raw+lc-scripts raw+proposed
 
 Uses REDIS_URL if set, else starts a private redis-server from PATH.";
 
@@ -217,14 +223,32 @@ fn main() -> Result<()> {
             .context("building the tokio runtime")?
             .block_on(callgrind(url, variant, args.iters))
     } else {
-        tokio::runtime::Builder::new_multi_thread()
+        let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
-            .context("building the tokio runtime")?
-            .block_on(bench(url, &args, server.is_some()))
+            .context("building the tokio runtime")?;
+        let result = runtime.block_on(async {
+            tokio::select! {
+                result = bench(url, &args, server.is_some()) => result,
+                signal = interrupted() => signal,
+            }
+        });
+        // Do not wait for a one-task phase still running on its own thread after a signal.
+        runtime.shutdown_timeout(Duration::from_millis(500));
+        result
     };
     drop(server);
     result
+}
+
+/// Resolves with an error on Ctrl-C or SIGTERM, so that `main` still stops the private server.
+async fn interrupted() -> Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => bail!("interrupted"),
+        _ = term.recv() => bail!("terminated"),
+    }
 }
 
 /// Runs `iters` cycles of one variant, for `valgrind --tool=callgrind`.

@@ -70,7 +70,7 @@ fn lc_script(script: &'static LazyLock<Option<Script>>, name: &str) -> Result<&'
     script.as_ref().with_context(|| format!("no `static {name}` script found in lock-core/src/scripts.rs"))
 }
 
-/// lock-core's acquire script, invoked as lock-core does (3 keys, 4 args): true when taken.
+/// lock-core's acquire script, invoked as lock-core does without fencing (1 key, 4 args): true when taken.
 pub(crate) async fn lc_acquire(
     conn: &mut MultiplexedConnection,
     key: &str,
@@ -79,8 +79,6 @@ pub(crate) async fn lc_acquire(
 ) -> Result<bool> {
     let (status, _): (i64, i64) = lc_script(&LC_ACQUIRE, "ACQUIRE")?
         .key(key)
-        .key(format!("{{{key}}}:fence"))
-        .key(format!("{{{key}}}:tick"))
         .arg(token)
         .arg(lease_ms)
         .arg("0")
@@ -96,7 +94,6 @@ pub(crate) async fn lc_release(conn: &mut MultiplexedConnection, key: &str, toke
     let owned: i64 = lc_script(&LC_RELEASE, "RELEASE")?
         .key(key)
         .arg(token)
-        .arg(format!("{key}:released"))
         .arg(0)
         .invoke_async(conn)
         .await

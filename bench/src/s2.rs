@@ -12,7 +12,8 @@ use lock_core::{LockClient, LockOptions};
 
 use crate::Bench;
 use crate::raw;
-use crate::report::{Json, Latency, Report, Table, fmt, nanos, ratio, us};
+use crate::report::{Json, Latency, Ratios, Report, Table, fmt, nanos, percentile, ratio, us};
+use crate::server::CmdDelta;
 
 const TASKS: usize = 8;
 const HOLD: Duration = Duration::from_millis(1);
@@ -57,8 +58,6 @@ struct Shared {
     gaps: Mutex<Vec<u64>>,
     to_other: AtomicU64,
     handoffs: AtomicU64,
-    /// Failed acquisition attempts (spin only).
-    attempts: AtomicU64,
 }
 
 impl Shared {
@@ -85,15 +84,42 @@ impl Shared {
     }
 }
 
+/// What one round of one variant measured.
+#[derive(Default)]
 struct Outcome {
     acquisitions: u64,
     elapsed: Duration,
     per_task: Vec<u64>,
-    gap: Latency,
-    to_other: f64,
+    gaps: Vec<u64>,
+    to_other: u64,
     handoffs: u64,
     violations: u64,
-    cmds: crate::server::CmdDelta,
+    cmds: CmdDelta,
+    /// Per round: hand-off gap p50 (ns) and acquisitions/s.
+    round_gap_p50: Vec<f64>,
+    round_rate: Vec<f64>,
+}
+
+impl Outcome {
+    fn merge(&mut self, mut round: Outcome) {
+        let mut sorted = round.gaps.clone();
+        sorted.sort_unstable();
+        self.round_gap_p50.push(percentile(&sorted, 50.0) as f64);
+        self.round_rate.push(round.acquisitions as f64 / round.elapsed.as_secs_f64().max(1e-9));
+        self.acquisitions += round.acquisitions;
+        self.elapsed += round.elapsed;
+        if self.per_task.is_empty() {
+            self.per_task = vec![0; round.per_task.len()];
+        }
+        for (total, n) in self.per_task.iter_mut().zip(&round.per_task) {
+            *total += n;
+        }
+        self.gaps.append(&mut round.gaps);
+        self.to_other += round.to_other;
+        self.handoffs += round.handoffs;
+        self.violations += round.violations;
+        self.cmds.merge(&round.cmds);
+    }
 }
 
 async fn run_mode(b: &Bench, mode: Mode, duration: Duration) -> Result<Outcome> {
@@ -141,17 +167,17 @@ async fn run_mode(b: &Bench, mode: Mode, duration: Duration) -> Result<Outcome> 
     }
     let elapsed = start.elapsed();
     let cmds = b.stats().await?.since(&before);
-    let mut gaps = std::mem::take(&mut *shared.gaps.lock().unwrap_or_else(PoisonError::into_inner));
-    let handoffs = shared.handoffs.load(Ordering::Relaxed);
+    let gaps = std::mem::take(&mut *shared.gaps.lock().unwrap_or_else(PoisonError::into_inner));
     Ok(Outcome {
         acquisitions: per_task.iter().sum(),
         elapsed,
         per_task,
-        gap: Latency::of(&mut gaps),
-        to_other: ratio(shared.to_other.load(Ordering::Relaxed) as f64, handoffs as f64),
-        handoffs,
+        gaps,
+        to_other: shared.to_other.load(Ordering::Relaxed),
+        handoffs: shared.handoffs.load(Ordering::Relaxed),
         violations: shared.violations.load(Ordering::SeqCst),
         cmds,
+        ..Outcome::default()
     })
 }
 
@@ -193,7 +219,6 @@ async fn spin_task(
         let token = raw::token(n);
         let give_up = Instant::now() + WAIT;
         while !raw::acquire(&mut conn, &key, &token, raw::LEASE_MS).await? {
-            shared.attempts.fetch_add(1, Ordering::Relaxed);
             anyhow::ensure!(Instant::now() < give_up, "S2 spin task {me}: waited more than {WAIT:?}");
         }
         shared.acquired(me);
@@ -208,14 +233,20 @@ async fn spin_task(
 }
 
 pub(crate) async fn run(b: &Bench, report: &mut Report) -> Result<()> {
-    let duration = if b.quick { Duration::from_millis(1500) } else { Duration::from_secs(5) };
-    let mut outcomes = Vec::new();
-    for mode in [Mode::Spin, Mode::OneClient, Mode::ClientPerTask] {
-        eprintln!("  S2: {} for {duration:?}", mode.name());
-        outcomes.push((mode, run_mode(b, mode, duration).await?));
+    let (rounds, per_round) =
+        if b.quick { (2, Duration::from_millis(750)) } else { (5, Duration::from_secs(1)) };
+    let modes = [Mode::Spin, Mode::OneClient, Mode::ClientPerTask];
+    let mut outcomes: Vec<(Mode, Outcome)> = modes.iter().map(|m| (*m, Outcome::default())).collect();
+    for round in 0..rounds {
+        eprintln!("  S2 round {}/{rounds}", round + 1);
+        for k in 0..modes.len() {
+            let i = (round + k) % modes.len();
+            let o = run_mode(b, modes[i], per_round).await?;
+            outcomes[i].1.merge(o);
+        }
     }
-    let spin_gap = outcomes[0].1.gap.p50 as f64;
-    let spin_rate = outcomes[0].1.acquisitions as f64 / outcomes[0].1.elapsed.as_secs_f64();
+    let spin_rounds_gap = outcomes[0].1.round_gap_p50.clone();
+    let spin_rounds_rate = outcomes[0].1.round_rate.clone();
     let mut table = Table::new(
         "S2 contended: 8 tasks, one key, acquire (wait <= 10 s) -> hold 1 ms -> release",
         &[
@@ -225,25 +256,31 @@ pub(crate) async fn run(b: &Bench, report: &mut Report) -> Result<()> {
             "gap p50 µs",
             "gap p99 µs",
             "gap p50 x spin",
+            "x spin p25..p75",
             "to other task",
             "per-task min..max",
             "redis cmds/acq",
             "violations",
         ],
     );
-    for (mode, o) in &outcomes {
+    for (mode, o) in &mut outcomes {
         let rate = o.acquisitions as f64 / o.elapsed.as_secs_f64();
+        let gap = Latency::of(&mut o.gaps);
+        let gap_vs_spin = Ratios::of(&o.round_gap_p50, &spin_rounds_gap);
+        let rate_vs_spin = Ratios::of(&o.round_rate, &spin_rounds_rate);
+        let to_other = ratio(o.to_other as f64, o.handoffs as f64);
         let cmds_per = o.cmds.calls as f64 / o.acquisitions.max(1) as f64;
         let (min, max) =
             (o.per_task.iter().copied().min().unwrap_or(0), o.per_task.iter().copied().max().unwrap_or(0));
         table.row(vec![
             mode.name().to_owned(),
             fmt(rate, 0),
-            fmt(ratio(rate, spin_rate), 2),
-            fmt(us(o.gap.p50), 0),
-            fmt(us(o.gap.p99), 0),
-            fmt(ratio(o.gap.p50 as f64, spin_gap), 2),
-            format!("{}%", fmt(o.to_other * 100.0, 1)),
+            fmt(rate_vs_spin.median, 2),
+            fmt(us(gap.p50), 0),
+            fmt(us(gap.p99), 0),
+            fmt(gap_vs_spin.median, 2),
+            gap_vs_spin.iqr(2),
+            format!("{}%", fmt(to_other * 100.0, 1)),
             format!("{min}..{max}"),
             fmt(cmds_per, 2),
             o.violations.to_string(),
@@ -255,11 +292,13 @@ pub(crate) async fn run(b: &Bench, report: &mut Report) -> Result<()> {
                 .int("acquisitions", o.acquisitions)
                 .num("seconds", o.elapsed.as_secs_f64())
                 .num("acquisitions_per_s", rate)
-                .num("ratio_to_spin", ratio(rate, spin_rate))
-                .latency("gap", o.gap)
-                .num("gap_p50_ratio_to_spin", ratio(o.gap.p50 as f64, spin_gap))
+                .num("ratio_to_spin", rate_vs_spin.median)
+                .latency("gap", gap)
+                .num("gap_p50_ratio_to_spin", gap_vs_spin.median)
+                .num("gap_p50_ratio_to_spin_p25", gap_vs_spin.p25)
+                .num("gap_p50_ratio_to_spin_p75", gap_vs_spin.p75)
                 .int("handoffs", o.handoffs)
-                .num("handoffs_to_other_task", o.to_other)
+                .num("handoffs_to_other_task", to_other)
                 .int("per_task_min", min)
                 .int("per_task_max", max)
                 .num("redis_cmds_per_acquisition", cmds_per)
@@ -268,14 +307,8 @@ pub(crate) async fn run(b: &Bench, report: &mut Report) -> Result<()> {
         );
         match mode {
             Mode::OneClient => {
-                report.target(
-                    "S2 hand-off gap p50, x spin",
-                    ratio(o.gap.p50 as f64, spin_gap),
-                    false,
-                    2.0,
-                    "x",
-                );
-                report.target("S2 hand-offs to another task", o.to_other * 100.0, true, 80.0, "%");
+                report.target("S2 hand-off gap p50, x spin", gap_vs_spin.median, false, 2.0, "x");
+                report.target("S2 hand-offs to another task", to_other * 100.0, true, 80.0, "%");
                 report.target("S2 Redis commands per acquisition", cmds_per, false, 8.0, "");
                 report.target("S2 violations (1 client)", o.violations as f64, false, 0.0, "");
             }
@@ -286,8 +319,9 @@ pub(crate) async fn run(b: &Bench, report: &mut Report) -> Result<()> {
         }
     }
     table.note(format!(
-        "{duration:?} per variant (tasks finish their last cycle after that). gap = release start -> next \
-         successful acquire by any task. Targets apply to the 1-client row (8 tasks of one process); the \
+        "{rounds} rounds of {per_round:?} per variant, order rotated (tasks finish their last cycle after that). \
+         gap = release start -> next successful acquire by any task; x spin = median over rounds of the \
+         ratio to the spinning baseline's value in the same round. Targets apply to the 1-client row (8 tasks of one process); the \
          8-client row is the same load spread over 8 `LockClient`s, as 8 replicas. redis cmds/acq from \
          INFO commandstats deltas, script-internal commands included."
     ));

@@ -7,8 +7,13 @@ use anyhow::Result;
 
 use crate::Bench;
 use crate::cycles::{Conns, Samples, Variant, run_cycles};
-use crate::report::{Json, Latency, Ratios, Report, Table, fmt, ratio, us};
+use crate::report::{Json, Latency, Ratios, Report, Table, fmt, us};
 use crate::server::process_cpu_us;
+
+/// The resolution of a per-call median on this kind of machine: two API paths that differ by
+/// about as many instructions as the annotated fn and `with_lock` (`try_lock` + `release` vs
+/// `with_lock`) came out 0.98-1.04x of each other across runs.
+const NOISE_FLOOR: f64 = 0.02;
 
 const VARIANTS: [Variant; 4] = [Variant::Raw, Variant::Guard, Variant::Scoped, Variant::Annotated];
 
@@ -48,7 +53,7 @@ async fn run_here(b: &Bench, report: &mut Report) -> Result<()> {
         }
     }
     let scoped_rounds = acc[2].rounds.clone();
-    let scoped_p50 = Latency::of(&mut acc[2].cycle.clone()).p50;
+    let scoped_round_p50 = acc[2].round_p50.clone();
     let mut table = Table::new(
         "S4 API overhead: one task, uncontended, one lock cycle per call",
         &[
@@ -59,6 +64,7 @@ async fn run_here(b: &Bench, report: &mut Report) -> Result<()> {
             "call p50 µs",
             "call p99 µs",
             "p50 x scoped",
+            "p50 x scoped p25..p75",
             "client CPU µs/call",
         ],
     );
@@ -67,6 +73,7 @@ async fn run_here(b: &Bench, report: &mut Report) -> Result<()> {
         let rate = s.per_sec();
         let lat = Latency::of(&mut s.cycle);
         let vs_scoped = Ratios::of(&s.rounds, &scoped_rounds);
+        let p50_vs_scoped = Ratios::of(&s.round_p50, &scoped_round_p50);
         let label = match v {
             Variant::Raw => "raw SET NX + EVALSHA",
             Variant::Guard => "try_lock + release",
@@ -81,7 +88,8 @@ async fn run_here(b: &Bench, report: &mut Report) -> Result<()> {
             vs_scoped.iqr(3),
             fmt(us(lat.p50), 1),
             fmt(us(lat.p99), 1),
-            fmt(ratio(lat.p50 as f64, scoped_p50 as f64), 3),
+            fmt(p50_vs_scoped.median, 3),
+            p50_vs_scoped.iqr(3),
             fmt(cpu_per, 1),
         ]);
         report.json.push(
@@ -93,23 +101,26 @@ async fn run_here(b: &Bench, report: &mut Report) -> Result<()> {
                 .num("ratio_to_scoped_p25", vs_scoped.p25)
                 .num("ratio_to_scoped_p75", vs_scoped.p75)
                 .latency("cycle", lat)
-                .num("cycle_p50_ratio_to_scoped", ratio(lat.p50 as f64, scoped_p50 as f64))
+                .num("cycle_p50_ratio_to_scoped", p50_vs_scoped.median)
+                .num("cycle_p50_ratio_to_scoped_p25", p50_vs_scoped.p25)
+                .num("cycle_p50_ratio_to_scoped_p75", p50_vs_scoped.p75)
                 .num("client_cpu_usec_per_call", cpu_per),
         );
         if v == Variant::Annotated {
-            // Within noise: the median per-round difference is no larger than half the
-            // interquartile range of the per-round ratios (or 1%).
-            let shortfall = (1.0 - vs_scoped.median).abs();
-            let noise = ((vs_scoped.p75 - vs_scoped.p25) / 2.0).max(0.01);
+            // Per-call overhead: the median call time, compared round by round (stalls caused
+            // by other processes move throughput much more than the median). Within noise: no
+            // further from 1 than NOISE_FLOOR or half the rounds' interquartile range.
+            let deviation = (p50_vs_scoped.median - 1.0).abs();
+            let noise = ((p50_vs_scoped.p75 - p50_vs_scoped.p25) / 2.0).max(NOISE_FLOOR);
             report.json.push(
                 Json::new("s4_noise")
-                    .num("annotated_vs_scoped_median", vs_scoped.median)
-                    .num("noise_half_iqr", noise)
-                    .bool("within_noise", shortfall <= noise),
+                    .num("annotated_p50_vs_scoped", p50_vs_scoped.median)
+                    .num("noise", noise)
+                    .bool("within_noise", deviation <= noise),
             );
             report.target(
-                "S4 annotated fn vs scoped, deviation",
-                shortfall * 100.0,
+                "S4 annotated fn vs scoped, call p50 deviation",
+                deviation * 100.0,
                 false,
                 noise * 100.0,
                 "%",
@@ -118,9 +129,10 @@ async fn run_here(b: &Bench, report: &mut Report) -> Result<()> {
     }
     table.note(format!(
         "{rounds} rounds of {per_round:?} per API, order rotated each round, on a current-thread runtime. x scoped \
-         = median over rounds of (calls/s / with_lock's calls/s in the same round). The annotated fn is \
-         `#[distributed_lock(key = \"{{key}}\", client = client)] async fn(client: &LockClient, key: &str, ..)`. \
-         Its target's limit is half the interquartile range of its per-round ratios (at least 1%)."
+         and p50 x scoped = medians over rounds of the ratio to with_lock's value in the same round. The \
+         annotated fn is `#[distributed_lock(key = \"{{key}}\", client = client)] async fn(client: &LockClient, \
+         key: &str, ..)`. Its target compares call p50; the limit is half the rounds' interquartile range, at \
+         least 2%."
     ));
     report.tables.push(table);
     Ok(())

@@ -143,7 +143,8 @@ async fn replica(instance: String, args: Args) -> anyhow::Result<()> {
     if let Some(from) = args.from.and_then(scheduler::chrono::DateTime::from_timestamp_millis) {
         // Started by the demo: begin just before the agreed first tick, so that every replica
         // counts the same ticks (a scheduler never runs slots from before its start).
-        let until_start = (from - Utc::now()).to_std().unwrap_or_default().saturating_sub(Duration::from_millis(300));
+        let until_start =
+            (from - Utc::now()).to_std().unwrap_or_default().saturating_sub(Duration::from_millis(300));
         tokio::time::sleep(until_start).await;
     }
     if args.from.is_none() {
@@ -209,7 +210,8 @@ async fn demo(args: Args) -> anyhow::Result<()> {
 
     // Relay every line and remember who did what on which tick.
     let mut per_tick: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
-    let deadline = (last.with_timezone(&Utc) - Utc::now()).to_std().unwrap_or_default() + Duration::from_secs(30);
+    let deadline =
+        (last.with_timezone(&Utc) - Utc::now()).to_std().unwrap_or_default() + Duration::from_secs(30);
     let relay = async {
         while let Some(line) = lines.recv().await {
             println!("{line}");

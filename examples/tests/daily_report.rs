@@ -30,7 +30,11 @@ fn three_replicas_generate_exactly_one_report_per_tick() {
         .output()
         .expect("run the example");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "the example failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "the example failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 
     let mut per_tick: BTreeMap<&str, (Vec<&str>, Vec<&str>)> = BTreeMap::new();
     for line in stdout.lines() {

@@ -408,10 +408,24 @@ impl LockClient {
         options: &LockOptions,
         tick: Option<i64>,
     ) -> Result<Attempt> {
-        let mut token = self.new_token();
-        let Some(wait) = options.wait else {
-            return self.attempt(key, &token, options, tick).await;
-        };
+        let token = self.new_token();
+        match options.wait {
+            None => self.attempt(key, &token, options, tick).await,
+            // Boxed: the waiting machinery is large and off the fail-fast path; inline, it
+            // would make every `try_lock` future several kilobytes to move around.
+            Some(wait) => Box::pin(self.wait_for(key, options, tick, wait, token)).await,
+        }
+    }
+
+    /// The waiting half of [`acquire`](Self::acquire).
+    async fn wait_for(
+        &self,
+        key: &str,
+        options: &LockOptions,
+        tick: Option<i64>,
+        wait: Duration,
+        mut token: String,
+    ) -> Result<Attempt> {
         // A wait too long to represent (e.g. Duration::MAX, "forever") waits for decades.
         let now = Instant::now();
         let deadline = now.checked_add(wait).unwrap_or_else(|| now + FOREVER);
@@ -490,8 +504,17 @@ impl LockClient {
         }
     }
 
+    /// `"<instance-id>:<uuid v4>"`, built without the formatting machinery (it is on every
+    /// acquisition's path).
     fn new_token(&self) -> String {
-        format!("{}:{}", self.instance_id(), uuid::Uuid::new_v4().hyphenated())
+        let mut buf = uuid::Uuid::encode_buffer();
+        let uuid = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf);
+        let id = self.instance_id();
+        let mut token = String::with_capacity(id.len() + 1 + uuid.len());
+        token.push_str(id);
+        token.push(':');
+        token.push_str(uuid);
+        token
     }
 
     fn timeout(&self, key: &str, waited: Duration) -> LockError {
@@ -513,10 +536,16 @@ impl LockClient {
             Lease::Watchdog => (inner.config.watchdog_lease, true),
         };
         let mut invocation = ACQUIRE.prepare_invoke();
+        invocation.key(key);
+        // Auxiliary keys only when the script touches them (they are declared for Redis
+        // Cluster, and building them is most of the client's per-call work).
+        if options.fencing || tick.is_some() {
+            invocation.key(keys::aux(key, "fence"));
+        }
+        if tick.is_some() {
+            invocation.key(keys::aux(key, "tick"));
+        }
         invocation
-            .key(key)
-            .key(keys::aux(key, "fence"))
-            .key(keys::aux(key, "tick"))
             .arg(token)
             .arg(millis(lease, "lease")?)
             .arg(if options.fencing { "1" } else { "0" })
@@ -636,10 +665,18 @@ impl ClientInner {
         if let Some((generation, conn)) = lock_unpoisoned(&self.conn).as_ref() {
             return Ok((*generation, conn.clone()));
         }
+        // Boxed: connecting is rare, and its future would otherwise be inlined into (and
+        // copied along with) every command's future.
+        Box::pin(self.connect(action())).await
+    }
+
+    async fn connect(&self, action: String) -> Result<(u64, MultiplexedConnection)> {
+        let action = || action.clone();
         let pooled = tokio::time::timeout(self.config.command_timeout, self.pool.get())
             .await
             .map_err(|_| {
-                let timed_out = std::io::Error::new(std::io::ErrorKind::TimedOut, "no pooled connection in time");
+                let timed_out =
+                    std::io::Error::new(std::io::ErrorKind::TimedOut, "no pooled connection in time");
                 LockError::redis(action(), RedisError::from(timed_out))
             })?
             .map_err(|e| match e {
@@ -675,11 +712,7 @@ impl ClientInner {
             .map(|min| min.saturating_sub(state.acquired_at.elapsed()))
             .filter(|d| !d.is_zero());
         let mut invocation = RELEASE.prepare_invoke();
-        invocation
-            .key(&state.key)
-            .arg(&state.token)
-            .arg(keys::release_channel(&state.key))
-            .arg(keep.map_or(Ok(0), |d| millis(d, "at_least"))?);
+        invocation.key(&state.key).arg(&state.token).arg(keep.map_or(Ok(0), |d| millis(d, "at_least"))?);
         // Not retried after a timeout: a late first RELEASE would make the retry report that
         // the lock was no longer ours.
         let owned: i64 =
@@ -719,7 +752,7 @@ impl ClientInner {
         let (key, token) = (key.to_owned(), token.to_owned());
         rt.spawn(async move {
             let mut invocation = RELEASE.prepare_invoke();
-            invocation.key(&key).arg(&token).arg(keys::release_channel(&key)).arg(0);
+            invocation.key(&key).arg(&token).arg(0);
             let _: Result<i64> = inner.invoke(&invocation, || format!("cleaning up lock `{key}`")).await;
         });
     }
@@ -763,7 +796,9 @@ pub(crate) fn is_transient(e: &RedisError) -> bool {
         || e.is_timeout()
         || matches!(
             e.kind(),
-            ErrorKind::Server(ServerErrorKind::BusyLoading | ServerErrorKind::TryAgain | ServerErrorKind::MasterDown)
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading | ServerErrorKind::TryAgain | ServerErrorKind::MasterDown
+            )
         )
 }
 

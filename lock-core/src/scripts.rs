@@ -6,8 +6,8 @@ use std::sync::LazyLock;
 
 use deadpool_redis::redis::Script;
 
-/// KEYS: lock key, fence key, tick key. ARGV: token, lease ms, fencing ("1"/"0"), tick ("" for
-/// none). Returns `{1, fence}` when acquired (fence 0 without fencing), `{0, pttl}` when held by
+/// KEYS: lock key, then the fence key (with fencing or a tick) and the tick key (with a tick).
+/// ARGV: token, lease ms, fencing ("1"/"0"), tick ("" for none). Returns `{1, fence}` when acquired (fence 0 without fencing), `{0, pttl}` when held by
 /// another owner, `{2, last_tick}` when the tick was already claimed.
 ///
 /// `SET NX GET` (Redis 7.0+) makes acquisition idempotent per token: a retry after a lost reply
@@ -41,7 +41,8 @@ return {1, fence}
     )
 });
 
-/// KEYS: lock key. ARGV: token, release channel, ms to keep (0: delete). Returns 1 when the key
+/// KEYS: lock key. ARGV: token, ms to keep (0: delete); the release channel is
+/// `<key>:released` (see `keys::release_channel`). Returns 1 when the key
 /// held our token (and is now deleted, or kept for the rest of the minimum hold as
 /// `<token>:released`), else 0.
 /// Only a deletion is announced: a kept lock is still taken.
@@ -51,7 +52,7 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-local keep = tonumber(ARGV[3])
+local keep = tonumber(ARGV[2])
 if keep > 0 then
   -- Still taken for the rest of the minimum hold, but no longer ours: a renewal in flight
   -- cannot match the token and stretch it back to a full lease.
@@ -59,7 +60,7 @@ if keep > 0 then
   return 1
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], ARGV[1])
+redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1])
 return 1
 ",
     )

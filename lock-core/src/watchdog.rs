@@ -1,6 +1,7 @@
 //! The renewal task: one per client, renewing every held watchdog lock in pipelined batches.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -24,9 +25,29 @@ const BATCH: usize = 1000;
 /// Redis hiccup does not eat a whole interval of the lease.
 const RETRY_AFTER_ERROR: Duration = Duration::from_millis(500);
 
+/// Lock ids are distinct counters: they need no hashing.
+#[derive(Debug, Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id;
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Watchdog {
-    held: Mutex<HashMap<u64, Arc<LockState>>>,
+    held: Mutex<HashMap<u64, Arc<LockState>, BuildHasherDefault<IdHasher>>>,
     task: Mutex<Option<JoinHandle<()>>>,
     /// Renewal script calls sent, for observability and benchmarks.
     pub(crate) renewals: AtomicU64,

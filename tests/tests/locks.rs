@@ -31,7 +31,8 @@ fn client_with(server: &RedisServer, instance: &str, watchdog_lease: Duration) -
 fn k(name: &str) -> String {
     static RUN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let run = RUN.get_or_init(|| {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         format!("t{}-{}:", std::process::id(), nanos % 1_000_000_000)
     });
     match name.strip_prefix('{') {
@@ -184,7 +185,9 @@ async fn a_crashed_holders_lock_expires_within_its_lease() {
     assert!(token.starts_with("crashing-holder:"));
     // The holder's watchdog keeps it alive well past one lease.
     let acquired = Instant::now();
-    assert!(!wait_until(Duration::from_millis(3 * lease_ms), || get(&server, &k("lock:crash")) != token).await);
+    assert!(
+        !wait_until(Duration::from_millis(3 * lease_ms), || get(&server, &k("lock:crash")) != token).await
+    );
     assert!(acquired.elapsed() >= Duration::from_millis(3 * lease_ms));
 
     holder.kill().expect("kill -9 the holder");
@@ -287,7 +290,8 @@ async fn a_waiter_acquires_on_the_release_message() {
     let waiting = tokio::spawn({
         let waiter = waiter.clone();
         async move {
-            let guard = waiter.lock(&k("lock:handoff"), LockOptions::new().wait(Duration::from_secs(20))).await;
+            let guard =
+                waiter.lock(&k("lock:handoff"), LockOptions::new().wait(Duration::from_secs(20))).await;
             (guard, Instant::now())
         }
     });
@@ -328,7 +332,8 @@ async fn a_wait_on_a_lock_never_released_times_out_at_its_bound() {
     let (a, b) = (client_with(&server, "pod-1", Duration::from_secs(30)), client(&server, "pod-2"));
     let _guard = a.try_lock(&k("lock:forever"), LockOptions::new()).await.unwrap();
     let started = Instant::now();
-    let err = b.lock(&k("lock:forever"), LockOptions::new().wait(Duration::from_millis(700))).await.unwrap_err();
+    let err =
+        b.lock(&k("lock:forever"), LockOptions::new().wait(Duration::from_millis(700))).await.unwrap_err();
     let waited = started.elapsed();
     assert!(matches!(&err, LockError::Timeout { key, .. } if *key == k("lock:forever")), "{err}");
     assert!(err.to_string().contains("timed out after 700ms"), "{err}");
@@ -433,7 +438,8 @@ async fn fencing_tokens_strictly_increase_even_across_expiry() {
         guard.release().await.unwrap();
     }
     // A holder whose fixed lease runs out, then a new holder.
-    let stale = a.try_lock(&k("lock:fenced"), fenced.clone().lease(Duration::from_millis(100))).await.unwrap();
+    let stale =
+        a.try_lock(&k("lock:fenced"), fenced.clone().lease(Duration::from_millis(100))).await.unwrap();
     fences.push(stale.fence().unwrap());
     assert!(wait_until(Duration::from_secs(2), || get(&server, &k("lock:fenced")) == "(nil)").await);
     let fresh = b.try_lock(&k("lock:fenced"), fenced.clone()).await.unwrap();
@@ -480,8 +486,10 @@ async fn bad_input_gets_a_clear_typed_error() {
     let err = a.lock(&k("lock:x"), LockOptions::new().wait(Duration::from_millis(300))).await.unwrap_err();
     assert!(matches!(err, LockError::Redis { .. }), "{err:?}");
     server.restart();
-    let guard =
-        a.try_lock(&k("lock:x"), LockOptions::new()).await.expect("the same client works again after a restart");
+    let guard = a
+        .try_lock(&k("lock:x"), LockOptions::new())
+        .await
+        .expect("the same client works again after a restart");
     assert_eq!(get(&server, &k("lock:x")), guard.token());
     assert!(guard.release().await.unwrap());
 }
@@ -492,7 +500,8 @@ async fn waiting_survives_a_redis_restart() {
     let mut server = RedisServer::start();
     let a = client(&server, "pod-1");
     let b = client(&server, "pod-2");
-    let guard = a.try_lock(&k("lock:restart"), LockOptions::new().lease(Duration::from_secs(30))).await.unwrap();
+    let guard =
+        a.try_lock(&k("lock:restart"), LockOptions::new().lease(Duration::from_secs(30))).await.unwrap();
     let waiting = tokio::spawn(async move {
         b.lock(&k("lock:restart"), LockOptions::new().wait(Duration::from_secs(10))).await
     });
@@ -543,8 +552,11 @@ async fn mutual_exclusion_holds_under_load() {
                         overlaps.fetch_add(1, Ordering::SeqCst);
                     }
                     // Redis agrees that we are the holder.
-                    let holder: Option<String> =
-                        lock_core::redis::cmd("GET").arg(&k("lock:hammer")).query_async(&mut conn).await.unwrap();
+                    let holder: Option<String> = lock_core::redis::cmd("GET")
+                        .arg(k("lock:hammer"))
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
                     if holder.as_deref() != Some(guard.token()) {
                         overlaps.fetch_add(1, Ordering::SeqCst);
                     }
@@ -573,15 +585,24 @@ async fn at_least_keeps_the_lock_for_the_minimum_and_renewal_cannot_stretch_it()
     let a = client_with(&server, "pod-1", Duration::from_millis(300));
     let b = client(&server, "pod-2");
     let started = Instant::now();
-    let guard = a.try_lock(&k("lock:min"), LockOptions::new().at_least(Duration::from_millis(800))).await.unwrap();
+    let guard =
+        a.try_lock(&k("lock:min"), LockOptions::new().at_least(Duration::from_millis(800))).await.unwrap();
     let token = guard.token().to_owned();
     assert!(guard.release().await.unwrap());
     assert_eq!(get(&server, &k("lock:min")), format!("{token}:released"), "kept, but no longer renewable");
     assert!(matches!(b.try_lock(&k("lock:min"), LockOptions::new()).await, Err(LockError::Held { .. })));
     assert!(wait_until(Duration::from_secs(3), || get(&server, &k("lock:min")) == "(nil)").await);
     let freed = started.elapsed();
-    assert!(freed >= Duration::from_millis(750) && freed < Duration::from_millis(1300), "freed at the minimum: {freed:?}");
-    b.try_lock(&k("lock:min"), LockOptions::new()).await.expect("free after the minimum hold").release().await.unwrap();
+    assert!(
+        freed >= Duration::from_millis(750) && freed < Duration::from_millis(1300),
+        "freed at the minimum: {freed:?}"
+    );
+    b.try_lock(&k("lock:min"), LockOptions::new())
+        .await
+        .expect("free after the minimum hold")
+        .release()
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -594,7 +615,10 @@ async fn one_broken_key_does_not_fail_the_renewal_of_the_others() {
     // Someone replaces the key with a hash: the renewal script's GET fails with WRONGTYPE.
     server.cli(&["DEL", &k("lock:broken")]);
     server.cli(&["HSET", &k("lock:broken"), "f", "v"]);
-    assert_eq!(tokio::time::timeout(Duration::from_secs(2), broken.lost()).await.unwrap(), LossReason::NotOwner);
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(2), broken.lost()).await.unwrap(),
+        LossReason::NotOwner
+    );
     // Three more leases: the healthy lock keeps being renewed in the same batches.
     let until = Instant::now() + Duration::from_millis(900);
     while Instant::now() < until {
@@ -623,7 +647,9 @@ async fn a_cancelled_release_still_frees_the_lock() {
     assert!(cancelled.is_err(), "the release was cut short");
     server.resume();
     // Finished in the background, long before the 30 s watchdog lease would free it.
-    assert!(wait_until(Duration::from_secs(2), || get(&server, &k("lock:cancelled-release")) == "(nil)").await);
+    assert!(
+        wait_until(Duration::from_secs(2), || get(&server, &k("lock:cancelled-release")) == "(nil)").await
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -635,7 +661,10 @@ async fn an_unbounded_wait_is_accepted() {
     let guard = a.lock(&k("lock:forever-wait"), forever.clone()).await.expect("free: acquired at once");
     let waiting = tokio::spawn(async move { b.lock(&k("lock:forever-wait"), forever).await });
     assert!(
-        wait_until(Duration::from_secs(2), || server.cli(&["PUBSUB", "NUMSUB", &k("lock:forever-wait:released")]).ends_with("\n1")).await
+        wait_until(Duration::from_secs(2), || server
+            .cli(&["PUBSUB", "NUMSUB", &k("lock:forever-wait:released")])
+            .ends_with("\n1"))
+        .await
     );
     guard.release().await.unwrap();
     let acquired = tokio::time::timeout(Duration::from_secs(2), waiting).await.unwrap().unwrap().unwrap();
