@@ -9,8 +9,9 @@
 //!    its directory removed when the returned [`Redis`] is dropped, so keep the handle alive
 //!    for as long as the example runs. (Ctrl-C reaches it too: it is in the terminal's
 //!    foreground process group.)
-//! 3. **A container**, when a Docker engine is available: `start_container` in this module is
-//!    the one place for that path (not built yet: it always answers "no engine").
+//! 3. **A container** through testcontainers, when a Docker engine answers: the image named by
+//!    `REDIS_IMAGE` (default `redis:7-alpine`; an engine without registry access can use the one
+//!    `scripts/build-redis-image.sh` builds), published on a loopback port and removed on drop.
 //!
 //! If none works, the error says what to install (`apt-get install redis-server`,
 //! `brew install redis`) or to set `REDIS_URL`.
@@ -48,7 +49,16 @@ const REDIS_SERVER: &str = "redis-server";
 /// What to do when no Redis can be found.
 const INSTALL_HINT: &str = "set REDIS_URL=redis://<host>:<port>/ to use a running Redis, or install \
      Redis so that `redis-server` is on PATH (Debian/Ubuntu: `apt-get install redis-server`; \
-     macOS: `brew install redis`)";
+     macOS: `brew install redis`), or start a Docker engine";
+
+/// The environment variable naming the image of the container fallback.
+pub const REDIS_IMAGE_VAR: &str = "REDIS_IMAGE";
+/// The image used when `REDIS_IMAGE` is not set.
+const DEFAULT_IMAGE: &str = "redis:7-alpine";
+/// How long the Docker engine has to answer a ping before it counts as absent.
+const DOCKER_PING_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a container has to start and say it is ready (a first pull may take a while).
+const CONTAINER_START_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long a freshly started server has to answer `PING`.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -70,6 +80,11 @@ pub enum RedisSource {
         /// Its process id.
         pid: u32,
     },
+    /// A container this process started (and removes on drop).
+    Container {
+        /// The image it runs.
+        image: String,
+    },
 }
 
 /// No Redis could be found or started.
@@ -85,14 +100,27 @@ pub enum RedisStartError {
         /// What went wrong, with the tail of the server's log when there is one.
         reason: String,
     },
+    /// A Docker engine answered, but the Redis container did not start.
+    #[error(
+        "a Docker engine answered, but the Redis container from `{image}` did not start: {reason}\n\
+         Without registry access, build a local image with scripts/build-redis-image.sh and set \
+         {REDIS_IMAGE_VAR} to the name it prints; or {INSTALL_HINT}"
+    )]
+    ContainerFailed {
+        /// The image that was tried.
+        image: String,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// A Redis to run an example against. If it is a private server, dropping this stops it.
 pub struct Redis {
     url: String,
     source: RedisSource,
-    /// Declared last: dropped after the fields above, and it stops the server.
-    _server: Option<PrivateServer>,
+    /// What this process started (a server process or a container), held only to be dropped
+    /// last, which stops it.
+    _server: Option<Box<dyn Send + Sync>>,
 }
 
 impl Redis {
@@ -143,6 +171,9 @@ impl fmt::Display for Redis {
             RedisSource::Private { pid } => {
                 write!(f, "private redis-server at {} (pid {pid}, in memory only, stopped on exit)", self.url)
             }
+            RedisSource::Container { image } => {
+                write!(f, "Redis container from `{image}` at {} (removed on exit)", self.url)
+            }
         }
     }
 }
@@ -165,14 +196,111 @@ fn redact(url: &str) -> String {
     }
 }
 
-/// Redis in a container through testcontainers, when a Docker engine is available.
-///
-/// This is the one place for that path: return `Ok(Some(redis))` with the container handle
-/// kept inside the [`Redis`] (stopping it on drop), `Ok(None)` when no engine is reachable so
-/// that [`Redis::start`] reports what to install, and `Err` only for an engine that is there
-/// but fails. Until it is built it always answers "no engine".
+/// Redis in a container through testcontainers: `Ok(None)` when no Docker engine answers,
+/// `Err` when one does but the container does not start.
 fn start_container() -> Result<Option<Redis>, RedisStartError> {
-    Ok(None)
+    use std::collections::HashMap;
+
+    use testcontainers::bollard::models::PortBinding;
+    use testcontainers::core::client::docker_client_instance;
+    use testcontainers::core::{IntoContainerPort, WaitFor};
+    use testcontainers::runners::AsyncRunner;
+    use testcontainers::{GenericImage, ImageExt};
+
+    let ping = docker::block_on(DOCKER_PING_TIMEOUT, async {
+        let docker = docker_client_instance().await.map_err(|e| e.to_string())?;
+        docker.ping().await.map(drop).map_err(|e| e.to_string())
+    });
+    if !matches!(ping, Some(Ok(()))) {
+        return Ok(None);
+    }
+    let image = std::env::var(REDIS_IMAGE_VAR)
+        .ok()
+        .filter(|i| !i.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
+    let (name, tag) = split_image(&image);
+    let failed = |reason: String| RedisStartError::ContainerFailed { image: image.clone(), reason };
+    let port = free_port().map_err(|e| failed(format!("no free port: {e}")))?;
+    let request = GenericImage::new(name, tag)
+        .with_wait_for(WaitFor::message_on_stdout("Ready to accept connections"))
+        // Arguments only: the official image's entrypoint prepends `redis-server` to them.
+        // Protected mode would refuse connections through Docker's port proxy; the port is
+        // published on loopback only instead.
+        .with_cmd(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+        .with_mapped_port(port, 6379.tcp())
+        .with_host_config_modifier(move |config| {
+            let binding =
+                PortBinding { host_ip: Some("127.0.0.1".to_owned()), host_port: Some(port.to_string()) };
+            config.port_bindings = Some(HashMap::from([("6379/tcp".to_owned(), Some(vec![binding]))]));
+        })
+        .with_startup_timeout(CONTAINER_START_TIMEOUT);
+    let started = docker::block_on(CONTAINER_START_TIMEOUT + DOCKER_PING_TIMEOUT, async move {
+        request.start().await.map_err(|e| e.to_string())
+    })
+    .ok_or_else(|| failed("timed out".into()))?;
+    let container = started.map_err(failed)?;
+    Ok(Some(Redis {
+        url: format!("redis://127.0.0.1:{port}/"),
+        source: RedisSource::Container { image: image.clone() },
+        _server: Some(Box::new(ContainerServer { container: Some(container) })),
+    }))
+}
+
+/// `name[:tag]` (the name may hold a registry `host:port/`), the tag defaulting to `latest`.
+fn split_image(image: &str) -> (&str, &str) {
+    let name_start = image.rfind('/').map_or(0, |slash| slash + 1);
+    match image[name_start..].rfind(':') {
+        Some(colon) => (&image[..name_start + colon], &image[name_start + colon + 1..]),
+        None => (image, "latest"),
+    }
+}
+
+/// A Redis container, removed on drop.
+struct ContainerServer {
+    container: Option<testcontainers::ContainerAsync<testcontainers::GenericImage>>,
+}
+
+impl Drop for ContainerServer {
+    fn drop(&mut self) {
+        if let Some(container) = self.container.take() {
+            let _ = docker::block_on(Duration::from_secs(30), async move { container.rm().await });
+        }
+    }
+}
+
+/// Docker calls are async; [`Redis::start`] is not, and may be called inside a runtime (where
+/// `block_on` would panic). They run on a small runtime of their own.
+mod docker {
+    use std::future::Future;
+    use std::sync::{OnceLock, mpsc};
+    use std::time::Duration;
+
+    fn runtime() -> Option<&'static tokio::runtime::Runtime> {
+        static RUNTIME: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
+        RUNTIME
+            .get_or_init(|| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("examples-docker")
+                    .enable_all()
+                    .build()
+                    .ok()
+            })
+            .as_ref()
+    }
+
+    /// Runs `fut` on the Docker runtime and waits for it, at most `timeout` (`None`: timed out
+    /// or no runtime).
+    pub(super) fn block_on<T: Send + 'static>(
+        timeout: Duration,
+        fut: impl Future<Output = T> + Send + 'static,
+    ) -> Option<T> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        runtime()?.spawn(async move {
+            let _ = tx.send(tokio::time::timeout(timeout, fut).await.ok());
+        });
+        rx.recv().ok().flatten()
+    }
 }
 
 /// A `redis-server` child process and its directory.
@@ -210,7 +338,7 @@ fn start_private() -> Result<Redis, Private> {
                 return Ok(Redis {
                     url: format!("redis://127.0.0.1:{port}/"),
                     source: RedisSource::Private { pid },
-                    _server: Some(PrivateServer { child, _dir: dir }),
+                    _server: Some(Box::new(PrivateServer { child, _dir: dir })),
                 });
             }
             Launch::PortTaken => last = format!("port {port} was taken before redis-server could bind it"),
