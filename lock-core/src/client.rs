@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use deadpool_redis::redis::{
     self, AsyncConnectionConfig, ErrorKind, FromRedisValue, RedisError, Script, ServerErrorKind,
 };
 use deadpool_redis::{Manager, Pool, Runtime};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::{LockError, Result};
@@ -91,6 +92,9 @@ pub(crate) struct ClientInner {
     conn: Mutex<Option<(u64, MultiplexedConnection)>>,
     conn_generation: AtomicU64,
     next_lock_id: AtomicU64,
+    /// Background releases in flight (guards dropped, cancelled releases, cleanups).
+    pending_releases: AtomicUsize,
+    releases_done: Notify,
     pub(crate) watchdog: Watchdog,
     pub(crate) waiters: Waiters,
 }
@@ -197,6 +201,8 @@ impl LockClientBuilder {
                 conn: Mutex::new(None),
                 conn_generation: AtomicU64::new(0),
                 next_lock_id: AtomicU64::new(0),
+                pending_releases: AtomicUsize::new(0),
+                releases_done: Notify::new(),
                 watchdog: Watchdog::default(),
                 waiters: Waiters::new(client, self.command_timeout),
             }),
@@ -318,6 +324,26 @@ impl LockClient {
     /// Number of keys this client is waiting on or still subscribed to.
     pub fn waiting_keys(&self) -> usize {
         self.inner.waiters.channels()
+    }
+
+    /// Waits, at most `timeout`, for the releases this client runs in the background (guards
+    /// dropped without `release()`, cancelled releases) to finish. Call it before the runtime
+    /// shuts down, e.g. at the end of a graceful shutdown, so those locks are freed now rather
+    /// than at the end of their leases. Returns whether none is left.
+    pub async fn flush_releases(&self, timeout: Duration) -> bool {
+        let inner = &self.inner;
+        let done = async {
+            loop {
+                let notified = inner.releases_done.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if inner.pending_releases.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(timeout, done).await.is_ok()
     }
 
     /// Number of this client's tasks waiting for `key`.
@@ -729,32 +755,63 @@ impl ClientInner {
     /// Drop's release: runs in the background on the current runtime.
     pub(crate) fn release_in_background(self: &Arc<Self>, state: &Arc<LockState>) {
         self.watchdog.unregister(state.id);
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                let inner = self.clone();
-                let state = state.clone();
-                rt.spawn(async move {
-                    if let Err(e) = inner.release(&state).await {
-                        tracing::warn!(key = %state.key, error = %e, "background release failed; the lock expires at the end of its lease");
-                    }
-                });
+        let task_state = state.clone();
+        let spawned = self.spawn_release(move |inner| async move {
+            if let Err(e) = inner.release(&task_state).await {
+                tracing::warn!(key = %task_state.key, error = %e, "background release failed; the lock expires at the end of its lease");
             }
-            Err(_) => {
-                state.mark_released();
-                tracing::warn!(key = %state.key, "lock guard dropped outside a tokio runtime; the lock expires at the end of its lease");
-            }
+        });
+        if !spawned {
+            state.mark_released();
+            tracing::warn!(key = %state.key, "lock guard dropped outside a tokio runtime; the lock expires at the end of its lease");
         }
     }
 
     pub(crate) fn release_token_in_background(self: &Arc<Self>, key: &str, token: &str) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
-        let inner = self.clone();
         let (key, token) = (key.to_owned(), token.to_owned());
-        rt.spawn(async move {
+        self.spawn_release(move |inner| async move {
             let mut invocation = RELEASE.prepare_invoke();
             invocation.key(&key).arg(&token).arg(0);
             let _: Result<i64> = inner.invoke(&invocation, || format!("cleaning up lock `{key}`")).await;
         });
+    }
+
+    /// Spawns a release on the current runtime, counted until it ends so that
+    /// [`LockClient::flush_releases`] can wait for it. False without a runtime.
+    fn spawn_release<F, Fut>(self: &Arc<Self>, release: F) -> bool
+    where
+        F: FnOnce(Arc<ClientInner>) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return false };
+        let pending = PendingRelease::enter(self.clone());
+        let task = release(self.clone());
+        rt.spawn(async move {
+            task.await;
+            drop(pending);
+        });
+        true
+    }
+}
+
+/// One background release in flight; counted in `ClientInner::pending_releases`.
+struct PendingRelease {
+    inner: Arc<ClientInner>,
+}
+
+impl PendingRelease {
+    fn enter(inner: Arc<ClientInner>) -> Self {
+        inner.pending_releases.fetch_add(1, Ordering::AcqRel);
+        PendingRelease { inner }
+    }
+}
+
+impl Drop for PendingRelease {
+    // Also runs when the task is dropped unfinished (its runtime shut down).
+    fn drop(&mut self) {
+        if self.inner.pending_releases.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.inner.releases_done.notify_waiters();
+        }
     }
 }
 

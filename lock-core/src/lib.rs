@@ -31,6 +31,12 @@ pub use scope::{CurrentLock, current};
 #[cfg(feature = "macros")]
 pub use lock_macros::distributed_lock;
 
+/// Checks that `key` can name a lock, as every acquisition does first: not empty, at most
+/// [`MAX_KEY_LEN`] bytes, no control characters, braces only as one Redis Cluster hash tag.
+pub fn validate_key(key: &str) -> Result<()> {
+    keys::validate(key)
+}
+
 /// The connection pool type accepted by [`LockClient::from_pool`].
 pub use deadpool_redis::Pool;
 /// The `redis` crate this one is built on (re-exported by deadpool-redis).

@@ -99,7 +99,9 @@ impl LockOptions {
         self
     }
 
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Checks the options as an acquisition would (lease at least [`MIN_LEASE`], `at_least` no
+    /// longer than a fixed lease), so configuration can be rejected before it is used.
+    pub fn validate(&self) -> Result<()> {
         if let Lease::Fixed(lease) = self.lease {
             validate_lease(lease, "lease")?;
             if let Some(at_least) = self.at_least

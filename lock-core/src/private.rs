@@ -2,6 +2,7 @@
 //! expansion and the scheduler crate call it; applications use [`LockClient`] instead.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -91,37 +92,46 @@ tokio::task_local! {
 
 struct TickContext {
     tick: i64,
+    /// Set by the first locked call of the run, the one that claims the tick and reports.
+    claimed: AtomicBool,
     outcome: Arc<Mutex<Option<Outcome>>>,
 }
 
-/// Runs `fut` as the run of scheduler tick `tick` (epoch ms of the scheduled fire time):
-/// locked calls inside claim the tick atomically with the lock, and the outermost one's
-/// outcome is returned (`None` if `fut` took no lock).
+/// Runs `fut` as the run of scheduler tick `tick` (epoch ms of the scheduled fire time): the
+/// first locked call inside claims the tick atomically with its lock, and its outcome is
+/// returned (`None` if `fut` took no lock). Later locked calls of the same run (a loop over
+/// an annotated fn, say) take plain locks.
 pub async fn with_tick<F: Future>(tick: i64, fut: F) -> (F::Output, Option<Outcome>) {
     let outcome = Arc::new(Mutex::new(None));
-    let output = TICK.scope(TickContext { tick, outcome: outcome.clone() }, fut).await;
+    let context = TickContext { tick, claimed: AtomicBool::new(false), outcome: outcome.clone() };
+    let output = TICK.scope(context, fut).await;
     let outcome = lock_unpoisoned(&outcome).take();
     (output, outcome)
 }
 
-fn current_tick() -> Option<i64> {
-    TICK.try_with(|t| t.tick).ok()
+/// The run's tick, for the first locked call of a scheduler run (which then reports the
+/// run's outcome); `None` for any other call.
+fn claim_tick() -> Option<i64> {
+    TICK.try_with(|t| (!t.claimed.swap(true, Ordering::AcqRel)).then_some(t.tick)).ok().flatten()
 }
 
-/// Records the outcome of the outermost locked call of a scheduler run.
-fn record(outermost: bool, outcome: Outcome) {
-    if outermost {
+/// Records the run's outcome, if this call is the one that reports it.
+fn record(reporter: bool, outcome: Outcome) {
+    if reporter {
         let _ = TICK.try_with(|t| *lock_unpoisoned(&t.outcome) = Some(outcome));
     }
 }
 
 /// Fail-fast or waiting mode: a held lock or a timeout becomes the fn's error.
 pub async fn run<R: LockResult, F: Future<Output = R>>(client: Result<LockClient>, spec: Spec, body: F) -> R {
-    match enter(client, &spec).await {
-        Entry::Acquired(client, guard) => match run_body(&client, guard, spec.on_lost, body).await {
-            Ok(output) => output,
-            Err(e) => R::lock_failed(e),
-        },
+    let (entry, reporter) = enter(client, &spec).await;
+    match entry {
+        Entry::Acquired(client, guard) => {
+            match run_body(&client, guard, spec.on_lost, reporter, body).await {
+                Ok(output) => output,
+                Err(e) => R::lock_failed(e),
+            }
+        }
         Entry::Held(e) | Entry::Failed(e) => R::lock_failed(e),
         Entry::TickDone(tick) => R::lock_failed(LockError::TickClaimed { key: spec.key, tick }),
     }
@@ -133,13 +143,16 @@ pub async fn run_skip<R: Skippable, F: Future<Output = R>>(
     spec: Spec,
     body: F,
 ) -> R {
-    match enter(client, &spec).await {
-        Entry::Acquired(client, guard) => match run_body(&client, guard, spec.on_lost, body).await {
-            Ok(output) => output,
-            Err(e) => R::lock_failed(e),
-        },
-        // Inside a scheduler run the scheduler logs the skip with its job and tick.
-        Entry::Held(_) if current_tick().is_some() => R::skipped(),
+    let (entry, reporter) = enter(client, &spec).await;
+    match entry {
+        Entry::Acquired(client, guard) => {
+            match run_body(&client, guard, spec.on_lost, reporter, body).await {
+                Ok(output) => output,
+                Err(e) => R::lock_failed(e),
+            }
+        }
+        // The scheduler logs the skip of the call that reports its run, with job and tick.
+        Entry::Held(_) if reporter => R::skipped(),
         Entry::Held(_) => {
             tracing::info!(key = %spec.key, "lock {} is held by another instance, skipping", spec.key);
             R::skipped()
@@ -156,46 +169,48 @@ enum Entry {
     Failed(LockError),
 }
 
-async fn enter(client: Result<LockClient>, spec: &Spec) -> Entry {
-    // Only the outermost locked call of a task claims a scheduler tick and reports on it;
-    // locks taken inside its body are the job's own business.
-    let outermost = scope::current().is_none();
+/// Takes the lock; also says whether this call reports the scheduler run's outcome.
+async fn enter(client: Result<LockClient>, spec: &Spec) -> (Entry, bool) {
+    // Only the first outermost locked call of a scheduler run claims its tick and reports on
+    // it; locks taken inside its body, or by later calls, are the job's own business.
+    let tick = if scope::current().is_none() { claim_tick() } else { None };
+    let reporter = tick.is_some();
     let client = match client {
         Ok(client) => client,
         Err(e) => {
-            record(outermost, Outcome::LockFailed(e.to_string()));
-            return Entry::Failed(e);
+            record(reporter, Outcome::LockFailed(e.to_string()));
+            return (Entry::Failed(e), reporter);
         }
     };
-    let tick = if outermost { current_tick() } else { None };
-    match client.lock_for(&spec.key, spec.options(), tick).await {
+    let entry = match client.lock_for(&spec.key, spec.options(), tick).await {
         Ok(Attempt::Acquired(guard)) => Entry::Acquired(client, guard),
         Ok(Attempt::Held(remaining)) => {
-            record(outermost, Outcome::SkippedHeld);
+            record(reporter, Outcome::SkippedHeld);
             Entry::Held(LockError::Held { key: spec.key.clone(), remaining })
         }
         Ok(Attempt::TickDone(tick)) => {
-            record(outermost, Outcome::SkippedTickDone);
+            record(reporter, Outcome::SkippedTickDone);
             Entry::TickDone(tick)
         }
         Err(e) if e.is_contention() => {
-            record(outermost, Outcome::SkippedHeld);
+            record(reporter, Outcome::SkippedHeld);
             Entry::Held(e)
         }
         Err(e) => {
-            record(outermost, Outcome::LockFailed(e.to_string()));
+            record(reporter, Outcome::LockFailed(e.to_string()));
             Entry::Failed(e)
         }
-    }
+    };
+    (entry, reporter)
 }
 
 async fn run_body<F: Future>(
     client: &LockClient,
     guard: LockGuard,
     on_lost: OnLost,
+    reporter: bool,
     body: F,
 ) -> Result<F::Output> {
-    let outermost = !guard.is_nested() && scope::current().is_none();
     let state = guard.state().clone();
     let body = scope::enter(client.scope_id(), state.clone(), body);
     let output = match on_lost {
@@ -205,7 +220,7 @@ async fn run_body<F: Future>(
                 biased;
                 output = body => output,
                 reason = state.clone().lost() => {
-                    record(outermost, Outcome::Lost);
+                    record(reporter, Outcome::Lost);
                     tracing::error!(key = %state.key, instance = %state.instance, fence = state.fence, "lock lost ({reason}); the locked call was cancelled");
                     // Dropping the guard releases in the background, if it is still ours.
                     drop(guard);
@@ -214,7 +229,7 @@ async fn run_body<F: Future>(
             }
         }
     };
-    record(outermost, Outcome::Ran);
+    record(reporter, Outcome::Ran);
     match guard.release().await {
         Ok(true) => {}
         Ok(false) => {

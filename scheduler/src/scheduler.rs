@@ -13,7 +13,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use lock_core::__private::{self as rt, Outcome, Spec};
-use lock_core::{Lease, LockClient, LockError, MAX_KEY_LEN, MIN_LEASE};
+use lock_core::{Lease, LockClient, LockError};
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -26,8 +26,16 @@ use crate::report::{RunOutcome, RunReport, ShutdownReport};
 use crate::schedule::{CatchUp, Schedule, ScheduleError, truncate};
 use crate::signal::{ShutdownSignal, Signals};
 
-/// How long [`SchedulerHandle::shutdown`] waits for running jobs by default.
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// How long [`SchedulerHandle::shutdown`] waits for running jobs by default: under
+/// Kubernetes' default 30 s termination grace period, so that cancelling the rest and releasing
+/// their locks still happens before the pod is killed.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
+
+/// How long shutdown waits for the releases of cancelled runs' locks.
+const RELEASE_FLUSH: Duration = Duration::from_secs(3);
+
+/// Stands in for a grace period too long to add to an `Instant`.
+const FOREVER: Duration = Duration::from_secs(60 * 60 * 24 * 365 * 30);
 
 /// A slot this close is awaited with a precise timer; farther ones wait for the heartbeat.
 /// More than the heartbeat's worst gap (1 s period + 0.5 s polling).
@@ -133,6 +141,7 @@ impl SchedulerBuilder {
             None => LockClient::default_client().map_err(|_| SchedulerError::NoClient)?,
         };
         let mut names = HashSet::new();
+        let mut lock_keys = HashSet::new();
         let mut jobs = Vec::with_capacity(self.jobs.len());
         for job in self.jobs {
             let name = job.name.trim();
@@ -148,6 +157,19 @@ impl SchedulerBuilder {
             let schedule = Schedule::new(&job.cron, job.time_zone.as_deref())
                 .map_err(|source| SchedulerError::Schedule { job: job.name.clone(), source })?;
             let lock = validate_lock(&job)?;
+            // The claimed tick is stored per lock key: two jobs on one key would take each
+            // other's ticks and skip their own slots.
+            if let Some(lock) = &lock
+                && !lock_keys.insert(lock.key.clone())
+            {
+                return Err(SchedulerError::InvalidJob {
+                    job: job.name.clone(),
+                    reason: format!(
+                        "lock key {:?} is already used by another job: give every job its own key",
+                        lock.key
+                    ),
+                });
+            }
             jobs.push(Arc::new(JobEntry {
                 name: job.name.into(),
                 schedule,
@@ -179,26 +201,9 @@ fn validate_lock(job: &Job) -> Result<Option<JobLock>, SchedulerError> {
         }
         return Ok(None);
     };
-    if key.trim().is_empty() || key.len() > MAX_KEY_LEN || key.chars().any(char::is_control) {
-        return Err(invalid(format!(
-            "invalid lock key {key:?}: use 1 to {MAX_KEY_LEN} bytes without control characters, \
-             e.g. \"lock:{}\"",
-            job.name
-        )));
-    }
+    lock_core::validate_key(key).map_err(|e| invalid(e.to_string()))?;
     let options = job.lock_options.clone().unwrap_or_default();
-    if let Lease::Fixed(lease) = options.lease {
-        if lease < MIN_LEASE {
-            return Err(invalid(format!("the lock lease must be at least {MIN_LEASE:?}, got {lease:?}")));
-        }
-        if let Some(at_least) = options.at_least
-            && at_least > lease
-        {
-            return Err(invalid(format!(
-                "the lock's at_least ({at_least:?}) is longer than its fixed lease ({lease:?})"
-            )));
-        }
-    }
+    options.validate().map_err(|e| invalid(e.to_string()))?;
     Ok(Some(JobLock { key: key.clone(), options, on_lost: job.on_lost }))
 }
 
@@ -270,7 +275,7 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    /// A builder: no jobs, the default lock client, a 30 s shutdown grace, the system clock.
+    /// A builder: no jobs, the default lock client, a 25 s shutdown grace, the system clock.
     pub fn builder() -> SchedulerBuilder {
         SchedulerBuilder {
             client: None,
@@ -409,7 +414,9 @@ impl SchedulerHandle {
     /// cancel those still running then (their locks are released as the cancelled futures are
     /// dropped), and return what happened. Jobs that finish release their locks themselves.
     pub async fn shutdown(mut self) -> ShutdownReport {
-        let deadline = Instant::now() + self.shared.grace;
+        let now = Instant::now();
+        // A grace too long to represent ("wait forever") waits for decades.
+        let deadline = now.checked_add(self.shared.grace).unwrap_or_else(|| now + FOREVER);
         self.state.send_replace(State::Stopping(deadline));
         if let Some(mut timer) = self.timer.take()
             && let Err(e) = timer.shutdown().await
@@ -423,6 +430,17 @@ impl SchedulerHandle {
                 Ok(RunnerExit { job, waited: Some(false) }) => report.cancelled.push(job.to_string()),
                 Ok(RunnerExit { waited: None, .. }) => {}
                 Err(e) => tracing::error!(instance = %self.shared.instance, "a job driver task failed: {e}"),
+            }
+        }
+        if !report.cancelled.is_empty() {
+            // Cancelled runs release their locks in the background; let that finish before
+            // the caller drops the runtime, or the locks stay taken until their leases end.
+            let mut clients = vec![self.shared.client.clone()];
+            clients.extend(LockClient::default_client().ok());
+            for client in clients {
+                if !client.flush_releases(RELEASE_FLUSH).await {
+                    tracing::warn!(instance = %self.shared.instance, "some locks of cancelled jobs were not released in time; they expire at the end of their leases");
+                }
             }
         }
         tracing::info!(

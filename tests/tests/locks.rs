@@ -670,3 +670,22 @@ async fn an_unbounded_wait_is_accepted() {
     let acquired = tokio::time::timeout(Duration::from_secs(2), waiting).await.unwrap().unwrap().unwrap();
     assert_eq!(get(&server, &k("lock:forever-wait")), acquired.token());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flush_releases_waits_for_background_releases() {
+    init_tracing();
+    let server = RedisServer::shared();
+    let a = client_with(&server, "pod-1", Duration::from_secs(30));
+    for i in 0..20 {
+        drop(a.try_lock(&k(&format!("lock:flush:{i}")), LockOptions::new()).await.unwrap());
+    }
+    assert!(a.flush_releases(Duration::from_secs(2)).await, "every background release finished");
+    for i in 0..20 {
+        assert_eq!(
+            get(&server, &k(&format!("lock:flush:{i}"))),
+            "(nil)",
+            "released by the time flush returned"
+        );
+    }
+    assert!(a.flush_releases(Duration::ZERO).await, "nothing pending");
+}

@@ -254,3 +254,54 @@ async fn fencing_exposes_increasing_fences_to_the_body() {
     assert!(fences[0] >= 1);
     assert_eq!(server.cli(&["GET", "{job:fenced:9}:fence"]), fences[5].to_string());
 }
+
+#[distributed_lock(key = "job:per-item:{item}", skip_if_held, client = client)]
+async fn process_item(client: &LockClient, item: u32, done: &AtomicU32) -> Option<()> {
+    done.fetch_add(1, Ordering::SeqCst);
+    Some(())
+}
+
+#[distributed_lock(key = "job:loop", skip_if_held, client = client)]
+async fn process_batch(client: &LockClient, done: &AtomicU32) -> Option<()> {
+    done.fetch_add(1, Ordering::SeqCst);
+    Some(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_first_locked_call_of_a_scheduler_run_claims_its_tick() {
+    use lock_core::__private::{Outcome, with_tick};
+    init_tracing();
+    let server = RedisServer::shared();
+    let (a, b) = (client(&server, "pod-1"), client(&server, "pod-2"));
+    let tick = i64::try_from(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis(),
+    )
+    .unwrap();
+
+    // A run that calls locked fns several times: every call runs; the first claims the tick.
+    let done = AtomicU32::new(0);
+    let ((), outcome) = with_tick(tick, async {
+        for _ in 0..3 {
+            assert_eq!(
+                process_batch(&a, &done).await,
+                Some(()),
+                "a later call is not skipped as 'tick done'"
+            );
+        }
+        for item in 0..3 {
+            assert_eq!(process_item(&a, item, &done).await, Some(()));
+        }
+    })
+    .await;
+    assert_eq!(done.load(Ordering::SeqCst), 6);
+    assert_eq!(outcome, Some(Outcome::Ran));
+    assert_eq!(server.cli(&["GET", "{job:loop}:tick"]), tick.to_string());
+    assert_eq!(server.cli(&["EXISTS", "{job:per-item:0}:tick"]), "0", "only the first call claimed a tick");
+
+    // The same tick on another replica: its first call finds the tick claimed and skips.
+    let other = AtomicU32::new(0);
+    let (skipped, outcome) = with_tick(tick, process_batch(&b, &other)).await;
+    assert_eq!(skipped, None);
+    assert_eq!(outcome, Some(Outcome::SkippedTickDone));
+    assert_eq!(other.load(Ordering::SeqCst), 0);
+}

@@ -789,6 +789,15 @@ fn an_invalid_cron_expression_or_time_zone_is_a_typed_error_naming_the_job() {
         .unwrap_err();
     assert!(matches!(&err, SchedulerError::DuplicateJob { job } if job == "twice"), "{err:?}");
 
+    let err = Scheduler::builder()
+        .client(client.clone())
+        .job(Job::new("import", "0 0 * * * *", || async {}).lock("lock:db"))
+        .job(Job::new("report", "0 0 */6 * * *", || async {}).lock("lock:db"))
+        .build()
+        .unwrap_err();
+    assert!(matches!(&err, SchedulerError::InvalidJob { job, .. } if job == "report"), "{err:?}");
+    assert!(err.to_string().contains("already used by another job"), "{err}");
+
     let err =
         build(Job::new("keyless", "* * * * * *", || async {}).lock_options(Default::default())).unwrap_err();
     assert!(matches!(&err, SchedulerError::InvalidJob { job, .. } if job == "keyless"), "{err:?}");
