@@ -19,7 +19,7 @@ use crate::guard::LockGuard;
 use crate::keys;
 use crate::options::{Lease, LockOptions, millis, validate_lease};
 use crate::scope;
-use crate::scripts::{ACQUIRE, RELEASE};
+use crate::scripts::{ACQUIRE, LEAVE, RELEASE};
 use crate::state::{LockState, NewState};
 use crate::waiters::{TRY_NOW, Waiters};
 use crate::watchdog::Watchdog;
@@ -436,7 +436,7 @@ impl LockClient {
     ) -> Result<Attempt> {
         let token = self.new_token();
         match options.wait {
-            None => self.attempt(key, &token, options, tick).await,
+            None => self.attempt(key, &token, options, tick, None).await,
             // Boxed: the waiting machinery is large and off the fail-fast path; inline, it
             // would make every `try_lock` future several kilobytes to move around.
             Some(wait) => Box::pin(self.wait_for(key, options, tick, wait, token)).await,
@@ -462,10 +462,17 @@ impl LockClient {
         // reported if the bound passes without Redis coming back.
         let mut last_error = None;
         let mut remaining = None;
+        let (initial_backoff, max_backoff) = self.inner.config.backoff;
+        // A head's ticket in the Redis-side queue outlives its longest pause between attempts.
+        let line = Some(max_backoff.saturating_mul(3).max(Duration::from_secs(1)));
+        let mut queued = QueuedTokens::new(&self.inner, key);
+        // The fast path does not join the Redis-side queue: only this client's head does, as it
+        // is the one that keeps its ticket fresh (a queued ticket nobody renews would hold up
+        // every client until it lapses).
         if !waiters.has_queue(&channel) {
-            match self.attempt(key, &token, options, tick).await {
+            match self.attempt(key, &token, options, tick, None).await {
                 Ok(Attempt::Held(pttl)) => remaining = pttl,
-                Ok(done) => return Ok(done),
+                Ok(done) => return Ok(queued.acquired(&token, done)),
                 Err(e) if e.is_transient() => {
                     // That attempt's token may be cleaned up later: never reuse it.
                     token = self.new_token();
@@ -479,13 +486,16 @@ impl LockClient {
         // A new head retries once subscribed: a release may have been announced before the
         // subscription was in place.
         let mut try_now = ticket.is_head();
-        let (initial_backoff, max_backoff) = self.inner.config.backoff;
         let mut backoff = initial_backoff;
         loop {
-            let fallback = if ticket.is_head() {
+            let head = ticket.is_head();
+            let fallback = if head {
                 let step = match tokio::time::timeout_at(deadline, ticket.ensure_subscribed()).await {
                     Err(_) => return Err(last_error.unwrap_or_else(|| self.timeout(key, wait))),
-                    Ok(Ok(())) if try_now => self.attempt(key, &token, options, tick).await,
+                    Ok(Ok(())) if try_now => {
+                        queued.push(&token);
+                        self.attempt(key, &token, options, tick, line).await
+                    }
                     Ok(Ok(())) => Ok(Attempt::Held(remaining)),
                     Ok(Err(e)) => Err(e),
                 };
@@ -496,7 +506,7 @@ impl LockClient {
                     }
                     Ok(done) => {
                         ticket.acquired();
-                        return Ok(done);
+                        return Ok(queued.acquired(&token, done));
                     }
                     Err(e) if e.is_transient() => {
                         tracing::debug!(key, instance = %self.instance_id(), error = %e, "redis unavailable while waiting; retrying");
@@ -510,8 +520,16 @@ impl LockClient {
                 backoff = backoff.saturating_mul(2).min(max_backoff);
                 fallback
             } else {
-                // Queued behind the head: wait for a turn, but retry now and then in case the
-                // head's future is kept alive without being polled.
+                if try_now {
+                    // Queued behind this client's head, whose future may be kept alive without
+                    // being polled: try now and then, without joining the Redis-side queue.
+                    if let Ok(done @ (Attempt::Acquired(_) | Attempt::TickDone(_))) =
+                        self.attempt(key, &token, options, tick, None).await
+                    {
+                        ticket.acquired();
+                        return Ok(queued.acquired(&token, done));
+                    }
+                }
                 jittered(max_backoff.saturating_mul(4))
             };
             let sleep = tokio::time::sleep(fallback);
@@ -549,12 +567,17 @@ impl LockClient {
     }
 
     /// One acquisition attempt: one round trip.
+    ///
+    /// `line` is the waiter ticket: a waiting caller that is refused joins the Redis-side
+    /// queue of waiters for that long (renewed by each attempt); `None` for callers that do not
+    /// wait their turn (fail fast, or not the head of this client's queue).
     async fn attempt(
         &self,
         key: &str,
         token: &str,
         options: &LockOptions,
         tick: Option<i64>,
+        line: Option<Duration>,
     ) -> Result<Attempt> {
         let inner = &self.inner;
         let (lease, watchdog) = match options.lease {
@@ -562,9 +585,8 @@ impl LockClient {
             Lease::Watchdog => (inner.config.watchdog_lease, true),
         };
         let mut invocation = ACQUIRE.prepare_invoke();
-        invocation.key(key);
-        // Auxiliary keys only when the script touches them (they are declared for Redis
-        // Cluster, and building them is most of the client's per-call work).
+        invocation.key(key).key(keys::aux(key, "waiters")).key(keys::aux(key, "waiters:until"));
+        // The fence and tick keys only when the script touches them.
         if options.fencing || tick.is_some() {
             invocation.key(keys::aux(key, "fence"));
         }
@@ -575,7 +597,8 @@ impl LockClient {
             .arg(token)
             .arg(millis(lease, "lease")?)
             .arg(if options.fencing { "1" } else { "0" })
-            .arg(tick.map(|t| t.to_string()).unwrap_or_default());
+            .arg(tick.map(|t| t.to_string()).unwrap_or_default())
+            .arg(line.map_or(Ok(0), |d| millis(d, "waiter ticket"))?);
         let sent_at = Instant::now();
         // If the reply is lost (error) or never awaited (the caller's future is dropped), the
         // command may still have run: free the key in case it holds our token
@@ -811,6 +834,47 @@ impl Drop for PendingRelease {
     fn drop(&mut self) {
         if self.inner.pending_releases.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.inner.releases_done.notify_waiters();
+        }
+    }
+}
+
+/// The tokens a waiting acquisition may have left in the Redis-side queue of waiters. Those
+/// that did not get the lock are taken out when the wait ends, however it ends (success,
+/// error, timeout, cancellation), so they do not hold up other clients until they lapse.
+struct QueuedTokens<'a> {
+    inner: &'a Arc<ClientInner>,
+    key: &'a str,
+    tokens: Vec<String>,
+}
+
+impl<'a> QueuedTokens<'a> {
+    fn new(inner: &'a Arc<ClientInner>, key: &'a str) -> Self {
+        QueuedTokens { inner, key, tokens: Vec::new() }
+    }
+
+    fn push(&mut self, token: &str) {
+        if self.tokens.last().is_none_or(|t| t != token) {
+            self.tokens.push(token.to_owned());
+        }
+    }
+
+    /// The acquiring token left the queue in the same script; the others still have to.
+    fn acquired(mut self, token: &str, done: Attempt) -> Attempt {
+        self.tokens.retain(|t| t != token);
+        done
+    }
+}
+
+impl Drop for QueuedTokens<'_> {
+    fn drop(&mut self) {
+        for token in std::mem::take(&mut self.tokens) {
+            let (queue, until) = (keys::aux(self.key, "waiters"), keys::aux(self.key, "waiters:until"));
+            self.inner.spawn_release(move |inner| async move {
+                let mut invocation = LEAVE.prepare_invoke();
+                invocation.key(&queue).key(&until).arg(&token);
+                let _: Result<i64> =
+                    inner.invoke(&invocation, || "leaving the queue of waiters".to_owned()).await;
+            });
         }
     }
 }

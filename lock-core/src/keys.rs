@@ -35,7 +35,19 @@ fn hash_tag(key: &str) -> Option<&str> {
 /// An auxiliary key of `key` (`suffix` is e.g. "fence"), in the same cluster slot: the key
 /// wrapped in a hash tag, or, when the key already has a tag, the key itself plus the suffix.
 pub(crate) fn aux(key: &str, suffix: &str) -> String {
-    if hash_tag(key).is_some() { format!("{key}:{suffix}") } else { format!("{{{key}}}:{suffix}") }
+    // Built by hand: this runs several times per acquisition.
+    let tagged = hash_tag(key).is_some();
+    let mut aux = String::with_capacity(key.len() + suffix.len() + 3);
+    if !tagged {
+        aux.push('{');
+    }
+    aux.push_str(key);
+    if !tagged {
+        aux.push('}');
+    }
+    aux.push(':');
+    aux.push_str(suffix);
+    aux
 }
 
 /// The pub/sub channel on which releases of `key` are announced.

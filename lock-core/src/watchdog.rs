@@ -120,6 +120,9 @@ async fn renew_batch(client: &Arc<ClientInner>, batch: &[Arc<LockState>]) -> boo
         // without the locks released meanwhile.
         if client.load_script(&EXTEND).await.is_ok() {
             batch.retain(|s| s.is_active());
+            if batch.is_empty() {
+                return true;
+            }
             (sent_at, result) = send_renewals(client, &batch).await;
         }
     }

@@ -523,7 +523,7 @@ async fn waiting_survives_a_redis_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mutual_exclusion_holds_under_load() {
+async fn mutual_exclusion_and_fairness_hold_under_load() {
     init_tracing();
     let server = RedisServer::shared();
     let clients: Vec<_> = (1..=3).map(|i| client(&server, &format!("pod-{i}"))).collect();
@@ -531,11 +531,13 @@ async fn mutual_exclusion_holds_under_load() {
     let overlaps = Arc::new(AtomicUsize::new(0));
     let acquisitions = Arc::new(AtomicUsize::new(0));
     let until = Instant::now() + Duration::from_secs(3);
+    let per_client: Arc<[AtomicUsize; 3]> = Arc::new(Default::default());
     let mut tasks = Vec::new();
-    for client in &clients {
+    for (c, client) in clients.iter().enumerate() {
         for _ in 0..8 {
             let (client, inside, overlaps, acquisitions) =
                 (client.clone(), inside.clone(), overlaps.clone(), acquisitions.clone());
+            let per_client = per_client.clone();
             let url = server.url();
             tasks.push(tokio::spawn(async move {
                 let redis = lock_core::redis::Client::open(url).unwrap();
@@ -563,6 +565,7 @@ async fn mutual_exclusion_holds_under_load() {
                     tokio::task::yield_now().await;
                     inside.fetch_sub(1, Ordering::SeqCst);
                     acquisitions.fetch_add(1, Ordering::SeqCst);
+                    per_client[c].fetch_add(1, Ordering::SeqCst);
                     assert!(guard.release().await.unwrap());
                 }
             }));
@@ -574,7 +577,10 @@ async fn mutual_exclusion_holds_under_load() {
     let n = acquisitions.load(Ordering::SeqCst);
     assert_eq!(overlaps.load(Ordering::SeqCst), 0, "two holders at once");
     assert!(n >= 100, "the test exercised the lock: {n} acquisitions");
-    eprintln!("{n} acquisitions by 24 tasks on 3 clients, 0 overlaps");
+    // Waiters of all clients queue in Redis: no replica is starved by another.
+    let per_client: Vec<usize> = per_client.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+    assert!(per_client.iter().all(|c| *c * 5 >= n), "each client gets at least a fifth: {per_client:?}");
+    eprintln!("{n} acquisitions by 24 tasks on 3 clients ({per_client:?}), 0 overlaps");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -688,4 +694,30 @@ async fn flush_releases_waits_for_background_releases() {
         );
     }
     assert!(a.flush_releases(Duration::ZERO).await, "nothing pending");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_free_lock_goes_to_the_oldest_waiter_and_a_dead_waiters_ticket_lapses() {
+    init_tracing();
+    let server = RedisServer::start();
+    let key = k("lock:queue");
+    let (a, b) = (client(&server, "pod-1"), client(&server, "pod-2"));
+    // A waiter of another replica that died while queued: its ticket lapses in 1 s.
+    let now_ms: u64 = server.cli(&["TIME"]).lines().next().unwrap().parse::<u64>().unwrap() * 1000;
+    let (queue, until) = (format!("{{{key}}}:waiters"), format!("{{{key}}}:waiters:until"));
+    server.cli(&["RPUSH", &queue, "pod-9:dead"]);
+    server.cli(&["ZADD", &until, &(now_ms + 2000).to_string(), "pod-9:dead"]);
+
+    // The lock is free, but it is owed to the older waiter: nobody barges in.
+    let err = a.try_lock(&key, LockOptions::new()).await.unwrap_err();
+    assert!(matches!(err, LockError::Held { .. }), "{err:?}");
+    // A waiter gets it once the dead ticket lapses, and not before.
+    let started = Instant::now();
+    let guard = b.lock(&key, LockOptions::new().wait(Duration::from_secs(10))).await.unwrap();
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(500) && waited < Duration::from_secs(4), "{waited:?}");
+    assert_eq!(get(&server, &key), guard.token());
+    assert_eq!(server.cli(&["LRANGE", &queue, "0", "-1"]), "", "the queue is empty again");
+    guard.release().await.unwrap();
+    a.try_lock(&key, LockOptions::new()).await.expect("free and owed to nobody").release().await.unwrap();
 }
