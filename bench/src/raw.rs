@@ -70,7 +70,7 @@ fn lc_script(script: &'static LazyLock<Option<Script>>, name: &str) -> Result<&'
     script.as_ref().with_context(|| format!("no `static {name}` script found in lock-core/src/scripts.rs"))
 }
 
-/// lock-core's acquire script, invoked as lock-core does without fencing (1 key, 4 args): true when taken.
+/// lock-core's acquire script, invoked as lock-core does without fencing (3 keys, 5 args): true when taken.
 pub(crate) async fn lc_acquire(
     conn: &mut MultiplexedConnection,
     key: &str,
@@ -79,10 +79,13 @@ pub(crate) async fn lc_acquire(
 ) -> Result<bool> {
     let (status, _): (i64, i64) = lc_script(&LC_ACQUIRE, "ACQUIRE")?
         .key(key)
+        .key(format!("{{{key}}}:waiters"))
+        .key(format!("{{{key}}}:waiters:until"))
         .arg(token)
         .arg(lease_ms)
         .arg("0")
         .arg("")
+        .arg(0)
         .invoke_async(conn)
         .await
         .with_context(|| format!("lock-core acquire script on `{key}`"))?;
