@@ -361,7 +361,7 @@ impl LockClient {
     }
 
     /// Tries once to take `key`, failing fast with [`LockError::Held`] if another owner holds
-    /// it (`options.wait` is ignored).
+    /// it, or if waiters are queued for it (they are served first). `options.wait` is ignored.
     pub async fn try_lock(&self, key: &str, options: LockOptions) -> Result<LockGuard> {
         let options = LockOptions { wait: None, ..options };
         self.lock(key, options).await
@@ -371,7 +371,9 @@ impl LockClient {
     ///
     /// Waiting does not poll: the waiter subscribes to the key's release channel and retries
     /// when a release is announced, falling back to a jittered retry no later than the
-    /// holder's remaining lease. Waiters of one client queue in arrival order.
+    /// holder's remaining lease. Waiters of one client queue in arrival order, and each
+    /// client's first waiter holds a ticket in a queue kept in Redis, so a free lock goes to
+    /// the client that has waited longest.
     ///
     /// Inside a locked section of the current task that already holds `key` (see
     /// [`with_lock`](Self::with_lock)), returns a nested guard without touching Redis.
