@@ -127,10 +127,7 @@ pub async fn run<R: LockResult, F: Future<Output = R>>(client: Result<LockClient
     let (entry, reporter) = enter(client, &spec).await;
     match entry {
         Entry::Acquired(client, guard) => {
-            match run_body(&client, guard, spec.on_lost, reporter, body).await {
-                Ok(output) => output,
-                Err(e) => R::lock_failed(e),
-            }
+            run_body(&client, guard, spec.on_lost, reporter, body).await.unwrap_or_else(R::lock_failed)
         }
         Entry::Held(e) | Entry::Failed(e) => R::lock_failed(e),
         Entry::TickDone(tick) => R::lock_failed(LockError::TickClaimed { key: spec.key, tick }),
@@ -146,10 +143,7 @@ pub async fn run_skip<R: Skippable, F: Future<Output = R>>(
     let (entry, reporter) = enter(client, &spec).await;
     match entry {
         Entry::Acquired(client, guard) => {
-            match run_body(&client, guard, spec.on_lost, reporter, body).await {
-                Ok(output) => output,
-                Err(e) => R::lock_failed(e),
-            }
+            run_body(&client, guard, spec.on_lost, reporter, body).await.unwrap_or_else(R::lock_failed)
         }
         // The scheduler logs the skip of the call that reports its run, with job and tick.
         Entry::Held(_) if reporter => R::skipped(),
