@@ -20,6 +20,7 @@ use crate::keys;
 use crate::options::{Lease, LockOptions, millis, validate_lease};
 use crate::scope;
 use crate::scripts::{ACQUIRE, LEAVE, RELEASE};
+use crate::section;
 use crate::state::{LockState, NewState};
 use crate::waiters::{TRY_NOW, Waiters};
 use crate::watchdog::Watchdog;
@@ -411,21 +412,15 @@ impl LockClient {
     /// returned future. Inside `fut`, acquiring the same key again through this client is
     /// re-entrant, and [`current`](crate::current) describes the lock.
     ///
-    /// If the lock is lost while `fut` runs, a warning is logged and `fut` still completes;
-    /// race it against [`CurrentLock::lost`](crate::CurrentLock::lost) to stop it instead.
+    /// If the lock is lost while `fut` runs, `options.on_lost` decides, as for
+    /// `#[distributed_lock]`: [`OnLost::Cancel`](crate::OnLost::Cancel) (the default) drops
+    /// `fut` at its next await and returns [`LockError::Lost`];
+    /// [`OnLost::Continue`](crate::OnLost::Continue) lets it finish and logs the loss.
+    ///
+    /// Inside [`tick::scope`](crate::tick::scope), the first such section claims the run's tick
+    /// with its lock and fails with [`LockError::TickClaimed`] if it was already claimed.
     pub async fn with_lock<F: Future>(&self, key: &str, options: LockOptions, fut: F) -> Result<F::Output> {
-        let guard = self.lock(key, options).await?;
-        let output = scope::enter(self.scope_id(), guard.state().clone(), fut).await;
-        match guard.release().await {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::warn!(key, instance = %self.instance_id(), "lock was no longer held when the locked section ended")
-            }
-            Err(e) => {
-                tracing::warn!(key, instance = %self.instance_id(), error = %e, "releasing the lock failed; it will expire at the end of its lease")
-            }
-        }
-        Ok(output)
+        section::run(self, key, options, scope::claim_tick(), fut).await.result
     }
 
     /// Acquires `key`, waiting per `options.wait`. With `tick`, also claims that scheduler
@@ -938,5 +933,12 @@ impl fmt::Debug for LockClient {
 impl fmt::Debug for ClientInner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientInner").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+/// Lets `client = ...` in `#[distributed_lock]` take a `LockClient`, a reference or an `Arc`.
+impl AsRef<LockClient> for LockClient {
+    fn as_ref(&self) -> &LockClient {
+        self
     }
 }

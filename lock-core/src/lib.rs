@@ -1,7 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 #[doc(hidden)]
-#[path = "private.rs"]
+#[path = "macro_support.rs"]
 pub mod __private;
 mod client;
 mod error;
@@ -11,7 +11,9 @@ mod options;
 mod outcome;
 mod scope;
 mod scripts;
+mod section;
 mod state;
+pub mod tick;
 mod waiters;
 mod watchdog;
 

@@ -61,6 +61,10 @@ pub struct LockOptions {
     /// Whether to draw a fencing token (a per-key counter that strictly increases with every
     /// acquisition) for stores that reject stale writers.
     pub fencing: bool,
+    /// What a locked section ([`LockClient::with_lock`](crate::LockClient::with_lock), an
+    /// annotated fn, a scheduler run) does when the lock is lost while its body runs. A bare
+    /// [`LockGuard`](crate::LockGuard) only reports the loss (see its `lost()`).
+    pub on_lost: OnLost,
 }
 
 impl LockOptions {
@@ -96,6 +100,12 @@ impl LockOptions {
     /// Draw a fencing token on acquisition.
     pub fn fencing(mut self, fencing: bool) -> Self {
         self.fencing = fencing;
+        self
+    }
+
+    /// What a locked section does with its body when the lock is lost (default: cancel it).
+    pub fn on_lost(mut self, on_lost: OnLost) -> Self {
+        self.on_lost = on_lost;
         self
     }
 

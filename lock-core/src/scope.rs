@@ -1,13 +1,69 @@
-//! Task-scoped re-entrancy: the locks held by the locked sections the current task is inside.
+//! What the current task is inside of: the locks held by its locked sections (re-entrancy),
+//! and the scheduler tick its run is for (claimed by its first locked section).
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::error::LossReason;
+use crate::lock_unpoisoned;
 use crate::state::LockState;
 
 tokio::task_local! {
     static HELD: Arc<Vec<Held>>;
+    static TICK: TickContext;
+}
+
+/// How the run of a tick went, as its first locked section saw it; see [`crate::tick`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TickOutcome {
+    /// The tick was claimed here and the locked body ran (whatever it returned).
+    Ran,
+    /// Another owner held the lock, so the tick was not claimed here.
+    Held,
+    /// The tick had already been claimed, by another replica or an earlier run.
+    Claimed {
+        /// The last claimed tick (epoch milliseconds of its scheduled fire time).
+        last_tick: i64,
+    },
+    /// Taking the lock failed (Redis error, invalid key or options); the message says why.
+    LockFailed(String),
+    /// The tick was claimed, but the lock was lost while the body ran and the body was
+    /// cancelled.
+    Lost(LossReason),
+}
+
+struct TickContext {
+    tick: i64,
+    /// Set by the first locked section of the run, the one that claims the tick and reports.
+    claimed: AtomicBool,
+    outcome: Arc<Mutex<Option<TickOutcome>>>,
+}
+
+/// Runs `fut` as the run of tick `tick`; returns its output and the outcome reported by its
+/// first locked section, if it had one.
+pub(crate) async fn tick_scope<F: Future>(tick: i64, fut: F) -> (F::Output, Option<TickOutcome>) {
+    let outcome = Arc::new(Mutex::new(None));
+    let context = TickContext { tick, claimed: AtomicBool::new(false), outcome: outcome.clone() };
+    let output = TICK.scope(context, fut).await;
+    let outcome = lock_unpoisoned(&outcome).take();
+    (output, outcome)
+}
+
+/// The tick to claim, for the first outermost locked section of a tick's run (which then
+/// reports the run's outcome); `None` for any other section.
+pub(crate) fn claim_tick() -> Option<i64> {
+    if current().is_some() {
+        // Locks taken inside a locked section are the body's own business.
+        return None;
+    }
+    TICK.try_with(|t| (!t.claimed.swap(true, Ordering::AcqRel)).then_some(t.tick)).ok().flatten()
+}
+
+/// Records the tick's outcome; only the section that claimed the tick calls it.
+pub(crate) fn report_tick(outcome: TickOutcome) {
+    let _ = TICK.try_with(|t| *lock_unpoisoned(&t.outcome) = Some(outcome));
 }
 
 #[derive(Debug, Clone)]

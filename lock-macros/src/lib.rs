@@ -130,20 +130,29 @@ fn expand(
         Some(expr) => quote_spanned!(expr.span()=> ::lock_core::__private::client_from(&(#expr))),
         None => quote!(::lock_core::__private::default_client()),
     };
-    let millis = |d: Option<std::time::Duration>| match d {
-        Some(d) => {
-            let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-            quote!(::core::option::Option::Some(::core::time::Duration::from_millis(#ms)))
-        }
-        None => quote!(::core::option::Option::None),
+    let duration = |d: std::time::Duration| {
+        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        quote!(::core::time::Duration::from_millis(#ms))
     };
-    let (wait, lease, at_least) = (millis(options.wait), millis(options.lease), millis(options.at_least));
-    let fencing = options.fencing;
-    let on_lost = if options.on_lost_continue {
-        quote!(::lock_core::OnLost::Continue)
-    } else {
-        quote!(::lock_core::OnLost::Cancel)
-    };
+    let mut lock_options = quote!(::lock_core::LockOptions::new());
+    if let Some(wait) = options.wait {
+        let wait = duration(wait);
+        lock_options.extend(quote!(.wait(#wait)));
+    }
+    if let Some(lease) = options.lease {
+        let lease = duration(lease);
+        lock_options.extend(quote!(.lease(#lease)));
+    }
+    if let Some(at_least) = options.at_least {
+        let at_least = duration(at_least);
+        lock_options.extend(quote!(.at_least(#at_least)));
+    }
+    if options.fencing {
+        lock_options.extend(quote!(.fencing(true)));
+    }
+    if options.on_lost_continue {
+        lock_options.extend(quote!(.on_lost(::lock_core::OnLost::Continue)));
+    }
     // The runtime fn carries the return-type contract; spanning it on the return type puts a
     // violation's message there.
     // Naming the return type in a turbofish makes a contract violation point at it. An
@@ -165,14 +174,7 @@ fn expand(
     let call = quote_spanned! {ret_span=>
         #run(
             #client,
-            ::lock_core::__private::Spec {
-                key: #key,
-                wait: #wait,
-                lease: #lease,
-                at_least: #at_least,
-                fencing: #fencing,
-                on_lost: #on_lost,
-            },
+            ::lock_core::__private::Spec::new(#key, #lock_options),
             async move #block,
         )
         .await

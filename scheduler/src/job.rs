@@ -85,8 +85,8 @@ pub(crate) type JobFn = Arc<dyn Fn(RunContext) -> BoxFuture<'static, Result<(), 
 #[derive(Debug, Clone)]
 pub(crate) struct JobLock {
     pub(crate) key: String,
+    /// `on_lost` included.
     pub(crate) options: LockOptions,
-    pub(crate) on_lost: OnLost,
 }
 
 /// One scheduled job: a name, a cron expression (6 fields, with seconds), an optional IANA time
@@ -118,7 +118,8 @@ pub struct Job {
     pub(crate) func: JobFn,
     pub(crate) lock_key: Option<String>,
     pub(crate) lock_options: Option<LockOptions>,
-    pub(crate) on_lost: OnLost,
+    /// Overrides `lock_options.on_lost` when set.
+    pub(crate) on_lost: Option<OnLost>,
     pub(crate) catch_up: CatchUp,
 }
 
@@ -161,7 +162,7 @@ impl Job {
             func,
             lock_key: None,
             lock_options: None,
-            on_lost: OnLost::Cancel,
+            on_lost: None,
             catch_up: CatchUp::default(),
         }
     }
@@ -190,9 +191,10 @@ impl Job {
     }
 
     /// What happens to a run whose lock (set by [`lock`](Self::lock)) is lost while it runs:
-    /// cancelled (the default) or left to finish.
+    /// cancelled (the default) or left to finish. Same as `LockOptions::on_lost` in
+    /// [`lock_options`](Self::lock_options), which it overrides.
     pub fn on_lost(mut self, on_lost: OnLost) -> Job {
-        self.on_lost = on_lost;
+        self.on_lost = Some(on_lost);
         self
     }
 

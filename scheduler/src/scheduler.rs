@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
-use lock_core::__private::{self as rt, Outcome, Spec};
-use lock_core::{Lease, LockClient, LockError};
+use lock_core::tick::{self, TickOutcome};
+use lock_core::{LockClient, LockError};
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -202,9 +202,12 @@ fn validate_lock(job: &Job) -> Result<Option<JobLock>, SchedulerError> {
         return Ok(None);
     };
     lock_core::validate_key(key).map_err(|e| invalid(e.to_string()))?;
-    let options = job.lock_options.clone().unwrap_or_default();
+    let mut options = job.lock_options.clone().unwrap_or_default();
+    if let Some(on_lost) = job.on_lost {
+        options = options.on_lost(on_lost);
+    }
     options.validate().map_err(|e| invalid(e.to_string()))?;
-    Ok(Some(JobLock { key: key.clone(), options, on_lost: job.on_lost }))
+    Ok(Some(JobLock { key: key.clone(), options }))
 }
 
 /// Everything the runners and runs of one scheduler share.
@@ -247,22 +250,6 @@ struct JobEntry {
     lock: Option<JobLock>,
     catch_up: CatchUp,
     warned_unlocked: AtomicBool,
-}
-
-impl JobEntry {
-    fn spec(&self) -> Option<Spec> {
-        let lock = self.lock.as_ref()?;
-        let mut spec = Spec::new(lock.key.clone());
-        spec.wait = lock.options.wait;
-        spec.lease = match lock.options.lease {
-            Lease::Fixed(lease) => Some(lease),
-            _ => None,
-        };
-        spec.at_least = lock.options.at_least;
-        spec.fencing = lock.options.fencing;
-        spec.on_lost = lock.on_lost;
-        Some(spec)
-    }
 }
 
 /// A cron scheduler whose jobs run once per tick across all replicas running the same jobs.
@@ -652,24 +639,29 @@ async fn run(shared: Arc<Shared>, job: Arc<JobEntry>, ctx: RunContext, fired_at:
     let func = job.func.clone();
     // The job's closure is called inside the lock, at the body's first poll.
     let body = async move { func(ctx).await.map_err(Failure::Job) };
-    let spec = job.spec();
+    let lock = job.lock.clone();
     let client = shared.client.clone();
     // Boxed: the nested lock and job futures are otherwise deep enough to overflow rustc's
     // query depth limit in a clean (non-incremental) build. One allocation per run.
     let locked: std::pin::Pin<Box<dyn Future<Output = _> + Send>> = Box::pin(async move {
-        match spec {
-            Some(spec) => rt::run_skip(Ok(client), spec, body).await,
+        match lock {
+            // A held lock or a claimed tick is reported through the tick scope.
+            Some(lock) => {
+                client.with_lock(&lock.key, lock.options, body).await.unwrap_or_else(|e| Err(e.into()))
+            }
             None => body.await,
         }
     });
-    let (result, lock_outcome) = rt::with_tick(tick, AssertUnwindSafe(locked).catch_unwind()).await;
+    let (result, lock_outcome) = tick::scope(tick, AssertUnwindSafe(locked).catch_unwind()).await;
     let outcome = match (result, lock_outcome) {
         (Err(panic), _) => RunOutcome::Failed(format!("panicked: {}", panic_message(&*panic))),
-        (Ok(_), Some(Outcome::SkippedHeld)) => RunOutcome::SkippedHeld,
-        (Ok(_), Some(Outcome::SkippedTickDone)) => RunOutcome::SkippedTickDone,
-        (Ok(_), Some(Outcome::LockFailed(e))) => RunOutcome::Failed(format!("could not take the lock: {e}")),
+        (Ok(_), Some(TickOutcome::Held)) => RunOutcome::SkippedHeld,
+        (Ok(_), Some(TickOutcome::Claimed { .. })) => RunOutcome::SkippedTickDone,
+        (Ok(_), Some(TickOutcome::LockFailed(e))) => {
+            RunOutcome::Failed(format!("could not take the lock: {e}"))
+        }
         (Ok(Err(Failure::Lock(e))), _) => RunOutcome::Failed(format!("lock error: {e}")),
-        (Ok(_), Some(Outcome::Lost)) => {
+        (Ok(_), Some(TickOutcome::Lost(_))) => {
             RunOutcome::Failed("the lock was lost while the job ran; it was cancelled".into())
         }
         (Ok(Err(Failure::Job(e))), _) => RunOutcome::Failed(e),

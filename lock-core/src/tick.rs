@@ -1,0 +1,97 @@
+//! Run each slot of a job once across replicas: claim the slot (its *tick*) atomically with
+//! the job's lock.
+//!
+//! A job that fires on every replica is identified per run by its scheduled fire time, the
+//! tick (epoch milliseconds). The replica whose acquisition of the job's lock also records the
+//! tick in `{<key>}:tick` runs it; a replica that finds the tick already recorded, even after
+//! the lock was released, skips it. That is "once per tick", which a lock alone ("not at the
+//! same time") does not give: a fast run that ends before a slow replica fires would
+//! otherwise run twice.
+//!
+//! Two doors:
+//! - [`LockClient::run_tick`]: take the job's lock and claim the tick in one call, and learn
+//!   whether the body ran, the tick was claimed elsewhere, or the lock was held.
+//! - [`scope`]: run a future as the run of a tick; its first locked section
+//!   ([`LockClient::with_lock`] or a `#[distributed_lock]` fn) claims the tick with its lock.
+//!   This is how the `scheduler` crate runs jobs whose fn carries the attribute.
+//!
+//! ```no_run
+//! use lock_core::{LockClient, LockOptions, tick::TickRun};
+//!
+//! # async fn demo(client: LockClient, slot_ms: i64) -> Result<(), lock_core::LockError> {
+//! match client.run_tick("lock:daily-report", slot_ms, LockOptions::new(), async { 42 }).await? {
+//!     TickRun::Ran(n) => println!("this replica ran the slot: {n}"),
+//!     TickRun::ClaimedElsewhere { .. } => println!("the slot already ran elsewhere"),
+//!     TickRun::Held { .. } => println!("another replica is running the job"),
+//!     _ => {}
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::client::LockClient;
+use crate::error::{LockError, Result};
+use crate::options::LockOptions;
+use crate::scope;
+use crate::section;
+
+pub use crate::scope::TickOutcome;
+
+/// Runs `fut` as the run of `tick` (epoch milliseconds of the slot's scheduled fire time).
+///
+/// The first outermost locked section inside `fut` claims the tick atomically with its lock
+/// and reports how it went: the second value, `None` if `fut` took no lock. Later locked
+/// sections of the same run (a loop over an annotated fn, say) take plain locks, as do
+/// sections nested inside the first.
+pub async fn scope<F: Future>(tick: i64, fut: F) -> (F::Output, Option<TickOutcome>) {
+    scope::tick_scope(tick, fut).await
+}
+
+/// What [`LockClient::run_tick`] did with a slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TickRun<T> {
+    /// This call claimed the tick and the body ran; its output.
+    Ran(T),
+    /// The tick (or a later one) had already been claimed; the body did not run.
+    ClaimedElsewhere {
+        /// The last claimed tick.
+        last_tick: i64,
+    },
+    /// Another owner held the lock (past the wait bound, if one was given); the tick was not
+    /// claimed and the body did not run.
+    Held {
+        /// The holder's remaining lease, when Redis reported one.
+        remaining: Option<Duration>,
+    },
+}
+
+impl LockClient {
+    /// Takes `key` and claims `tick` with it in one step; if both succeed, runs `fut` holding
+    /// the lock (per `options`, `on_lost` included) and releases it.
+    ///
+    /// A tick is claimed at most once per key: ticks are compared as numbers, so claiming an
+    /// older tick than the last claimed one also reports [`TickRun::ClaimedElsewhere`].
+    /// Inside a locked section that already holds `key`, the hold is shared and nothing is
+    /// claimed. Errors are Redis failures, invalid input, and [`LockError::Lost`] when the lock was lost
+    /// and the body cancelled.
+    pub async fn run_tick<F: Future>(
+        &self,
+        key: &str,
+        tick: i64,
+        options: LockOptions,
+        fut: F,
+    ) -> Result<TickRun<F::Output>> {
+        // Its own scope, so that the outcome is not reported to an enclosing run's scope.
+        let (section, _) = scope::tick_scope(tick, section::run(self, key, options, Some(tick), fut)).await;
+        match section.result {
+            Ok(output) => Ok(TickRun::Ran(output)),
+            Err(LockError::TickClaimed { tick, .. }) => Ok(TickRun::ClaimedElsewhere { last_tick: tick }),
+            Err(LockError::Held { remaining, .. }) => Ok(TickRun::Held { remaining }),
+            Err(LockError::Timeout { .. }) => Ok(TickRun::Held { remaining: None }),
+            Err(e) => Err(e),
+        }
+    }
+}
