@@ -44,7 +44,7 @@ pub async fn run<R: LockResult, F: Future<Output = R>>(client: Result<LockClient
         Ok(client) => client,
         Err(e) => return R::lock_failed(e),
     };
-    match section::run(&client, &spec.key, spec.options, scope::claim_tick(), body).await.result {
+    match section::run(client.core(), &spec.key, spec.options, scope::claim_tick(), body).await.result {
         Ok(output) => output,
         Err(e) => R::lock_failed(e),
     }
@@ -60,7 +60,7 @@ pub async fn run_skip<R: Skippable, F: Future<Output = R>>(
         Ok(client) => client,
         Err(e) => return R::lock_failed(e),
     };
-    let section = section::run(&client, &spec.key, spec.options, scope::claim_tick(), body).await;
+    let section = section::run(client.core(), &spec.key, spec.options, scope::claim_tick(), body).await;
     match section.result {
         Ok(output) => output,
         Err(LockError::TickClaimed { .. }) => R::skipped(),

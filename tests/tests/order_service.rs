@@ -148,7 +148,10 @@ async fn fail_fast_and_waiting_variants() {
         let service = service.clone();
         async move { service.place_order_waiting(Order::new(7, 2)).await }
     });
-    assert!(wait_until(Duration::from_secs(2), || service.locks().waiters("lock:product:7") == 1).await);
+    assert!(
+        wait_until(Duration::from_secs(2), || service.locks().stats().waiters_on("lock:product:7") == 1)
+            .await
+    );
     held.release().await.unwrap();
     let receipt = tokio::time::timeout(Duration::from_secs(2), waiter).await.unwrap().unwrap().unwrap();
     assert_eq!((receipt.remaining, receipt.instance.as_str()), (8, "pod-1"));
