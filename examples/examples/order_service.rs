@@ -150,7 +150,7 @@ async fn main() -> anyhow::Result<()> {
         Some(path) => path.clone(),
         None => {
             temp =
-                tempfile::TempDir::with_prefix("order-service").context("creating a temporary directory")?;
+                tempfile::TempDir::with_prefix("order-service-").context("creating a temporary directory")?;
             temp.path().join("inventory.db")
         }
     };

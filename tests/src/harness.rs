@@ -1,30 +1,15 @@
 //! A private Redis per test, with fault injection, from a process or a container.
 //!
-//! The servers come from the workspace's Redis fixture ([`redis_fixture`]); this module is the
-//! tests' view of it, plus [`init_tracing`].
+//! This is the tests' view of the workspace's Redis fixture ([`redis_fixture`]), plus
+//! [`init_tracing`]. [`RedisServer::start`] gives a test its own Redis on a free `127.0.0.1`
+//! port, which it can hard-stop ([`RedisServer::stop`]), restart on the same port
+//! ([`RedisServer::restart`]), freeze ([`RedisServer::pause`]) and thaw
+//! ([`RedisServer::resume`]); dropping the value removes it. [`RedisServer::shared`] and
+//! [`redis_url_or_start`] use `REDIS_URL` when it is set, for tests that can share a server.
 //!
-//! [`RedisServer::start`] gives a test its own Redis on a free `127.0.0.1` port. The server can
-//! be hard-stopped ([`RedisServer::stop`]), restarted on the same port
-//! ([`RedisServer::restart`]), frozen ([`RedisServer::pause`]) and thawed
-//! ([`RedisServer::resume`]). Dropping the value removes it.
-//!
-//! # Where the Redis comes from
-//!
-//! Private servers come from one of two [`Backend`]s, picked once per test binary in this
-//! order (the choice is printed once to stderr):
-//!
-//! 1. [`Backend::Process`]: `redis-server` found on `PATH`, started as a child process in a
-//!    fresh temp dir (`SIGKILL` / `SIGSTOP` / `SIGCONT` for faults);
-//! 2. [`Backend::Container`]: when a Docker engine answers, a container through
-//!    testcontainers, from the image named by `REDIS_TEST_IMAGE` (default `redis:7-alpine`;
-//!    `scripts/build-redis-image.sh` builds one from the local binary for engines that cannot
-//!    pull), with `docker kill` / `start` / `pause` / `unpause` for faults on a fixed host port;
-//! 3. otherwise starting a server panics with a message naming the three fixes.
-//!
-//! `REDIS_TEST_BACKEND=process|container` forces a backend (CI runs the suites once with
-//! each). An external server given by `REDIS_URL` comes first for tests that can share one
-//! ([`RedisServer::shared`], [`redis_url_or_start`]); tests that inject faults or read
-//! server-wide counters always start their own with [`RedisServer::start`].
+//! Where private servers come from (`redis-server` on `PATH`, else Docker; forced by
+//! `REDIS_TEST_BACKEND=process|container`) is chosen once per test binary and printed to
+//! stderr: see [`RedisServer`] and [`Backend`].
 //!
 //! The API is synchronous so it can be used from plain `#[test]` functions as well as from
 //! `#[tokio::test]` ones of either runtime flavour.

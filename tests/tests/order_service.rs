@@ -26,7 +26,7 @@ struct Setup {
 fn setup(count: usize) -> Setup {
     init_tracing();
     let server = RedisServer::start();
-    let dir = TempDir::with_prefix("order-service-test").expect("temp dir");
+    let dir = TempDir::with_prefix("order-service-test-").expect("temp dir");
     let replicas = connect_replicas(&server.url(), &dir.path().join("inventory.db"), count, HOLD)
         .expect("replicas connect");
     Setup { server, _dir: dir, replicas }
@@ -171,7 +171,7 @@ async fn fail_fast_and_waiting_variants() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fenced_update_reports_why_nothing_was_written() {
-    let dir = TempDir::with_prefix("order-service-test").unwrap();
+    let dir = TempDir::with_prefix("order-service-test-").unwrap();
     let store = Inventory::open(dir.path().join("inventory.db")).unwrap();
     store.restock(1, 3).await.unwrap();
 
