@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use examples::redis::Redis;
 use lock_core::{LockClient, distributed_lock};
+use redis_fixture::Redis;
 use scheduler::chrono::Utc;
 use scheduler::{Job, Schedule, Scheduler};
 use tokio::io::{AsyncBufReadExt, BufReader};
