@@ -1,40 +1,47 @@
-//! Taking a lock: one attempt (one round trip), and waiting for a held lock. [`Core`] is what
-//! every clone of a `LockClient` shares.
+//! Taking a lock. [`Core`] is what every clone of a `LockClient` shares.
+//!
+//! - Uncontended, no fence, no tick: one plain `SET key token NX PX lease GET`.
+//! - Fenced, claiming a tick, or waiting: the `ACQUIRE` script (see `scripts.rs`).
+//! - A lock held by a token whose client's liveness key is gone is taken over at once.
+//! - A command whose outcome is unknown is cleaned up in the background (`Releaser::abandon`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use deadpool_redis::redis::{self, Value};
 use tokio::time::Instant;
 
 use crate::conn::Conn;
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::keys;
+use crate::liveness::{Identity, Liveness};
 use crate::options::{ClientConfig, Lease, LockOptions, millis};
 use crate::release::Releaser;
 use crate::scope;
-use crate::scripts::{ACQUIRE, LEAVE};
+use crate::scripts::ACQUIRE;
 use crate::state::{LockState, NewState};
-use crate::waiters::{TRY_NOW, Waiters};
+use crate::waiters::{Ticket, Waiters};
 use crate::watchdog::Watchdog;
 
 /// Stands in for a wait bound too large to add to an `Instant`.
 const FOREVER: Duration = Duration::from_secs(60 * 60 * 24 * 365 * 30);
 
-/// What every clone of a client shares: configuration, the connection, the watchdog, the
-/// waiting machinery and the releaser.
+/// What every clone of a client shares: configuration, the connection, the liveness lease,
+/// the watchdog, the waiting machinery and the releaser.
 #[derive(Debug)]
 pub(crate) struct Core {
     pub(crate) config: ClientConfig,
     pub(crate) conn: Arc<Conn>,
+    pub(crate) liveness: Liveness,
     pub(crate) watchdog: Arc<Watchdog>,
     pub(crate) waiters: Waiters,
     pub(crate) releaser: Arc<Releaser>,
     next_lock_id: AtomicU64,
 }
 
-/// Outcome of one acquisition attempt.
+/// Outcome of an acquisition.
 pub(crate) enum Attempt {
     Acquired(LockGuard),
     Held(Option<Duration>),
@@ -42,13 +49,38 @@ pub(crate) enum Attempt {
     TickDone(i64),
 }
 
+/// What one round trip said.
+enum Reply {
+    Acquired {
+        fence: Option<u64>,
+        sent_at: Instant,
+    },
+    Held {
+        remaining: Option<Duration>,
+        holder: Option<String>,
+    },
+    /// `ours`: the key holds the caller's token anyway, which must be passed on.
+    TickDone {
+        last: i64,
+        ours: bool,
+    },
+}
+
+/// The lease a lock is taken with, and whether the watchdog renews it.
+#[derive(Clone, Copy)]
+struct LeaseOf {
+    lease: Duration,
+    watchdog: bool,
+}
+
 impl Core {
     /// Wires the parts together.
     pub(crate) fn new(config: ClientConfig, conn: Arc<Conn>, waiters: Waiters) -> Self {
         let instance = config.instance_id.clone();
+        let liveness = Liveness::new(conn.clone(), instance.clone(), config.liveness_ttl);
         let watchdog = Arc::new(Watchdog::new(conn.clone(), instance.clone(), config.watchdog_lease));
-        let releaser = Arc::new(Releaser::new(conn.clone(), watchdog.clone(), instance));
-        Core { config, conn, watchdog, waiters, releaser, next_lock_id: AtomicU64::new(0) }
+        let releaser = Arc::new(Releaser::new(conn.clone(), watchdog.clone(), instance, config.handoff));
+        Core { config, conn, liveness, watchdog, waiters, releaser, next_lock_id: AtomicU64::new(0) }
     }
 
     /// Identity of this client for the re-entrancy scope.
@@ -58,6 +90,13 @@ impl Core {
 
     fn instance_id(&self) -> &str {
         &self.config.instance_id
+    }
+
+    fn lease_of(&self, options: &LockOptions) -> LeaseOf {
+        match options.lease {
+            Lease::Fixed(lease) => LeaseOf { lease, watchdog: false },
+            Lease::Watchdog => LeaseOf { lease: self.config.watchdog_lease, watchdog: true },
+        }
     }
 
     /// `LockClient::lock`, optionally claiming a scheduler tick with the lock, and reporting
@@ -77,167 +116,98 @@ impl Core {
             tracing::trace!(key, instance = %self.instance_id(), "re-entrant acquisition");
             return Ok(Attempt::Acquired(LockGuard::nested(state, self.releaser.clone())));
         }
-        self.acquire(key, &options, tick).await
-    }
-
-    /// Acquires `key`, waiting per `options.wait`. With `tick`, also claims that scheduler
-    /// tick atomically, reporting [`Attempt::TickDone`] if it was already claimed.
-    pub(crate) async fn acquire(
-        &self,
-        key: &str,
-        options: &LockOptions,
-        tick: Option<i64>,
-    ) -> Result<Attempt> {
-        let token = self.new_token();
+        let identity = self.liveness.identity().await?;
+        let token = new_token(&identity);
         match options.wait {
-            None => self.attempt(key, &token, options, tick, None).await,
+            None => self.fail_fast(key, &token, &identity, &options, tick).await,
             // Boxed: the waiting machinery is large and off the fail-fast path; inline, it
             // would make every `try_lock` future several kilobytes to move around.
-            Some(wait) => Box::pin(self.wait_for(key, options, tick, wait, token)).await,
+            Some(wait) => {
+                let waiting = Waiting::new(self, key, &options, tick, wait, identity, token);
+                Box::pin(waiting.run()).await
+            }
         }
     }
 
-    /// The waiting half of [`acquire`](Self::acquire).
-    async fn wait_for(
+    /// One try (two if the holder turns out to be dead and is taken over).
+    async fn fail_fast(
         &self,
         key: &str,
+        token: &str,
+        identity: &Arc<Identity>,
         options: &LockOptions,
         tick: Option<i64>,
-        wait: Duration,
-        mut token: String,
     ) -> Result<Attempt> {
-        // A wait too long to represent (e.g. Duration::MAX, "forever") waits for decades.
-        let now = Instant::now();
-        let deadline = now.checked_add(wait).unwrap_or_else(|| now + FOREVER);
-        let channel = keys::release_channel(key);
-        let waiters = &self.waiters;
-        // Fast path, unless tasks of this client are already queued: then wait behind them.
-        // While waiting, connection failures are retried until the bound; the last one is
-        // reported if the bound passes without Redis coming back.
-        let mut last_error = None;
-        let mut remaining = None;
-        let (initial_backoff, max_backoff) = self.config.backoff;
-        // A head's ticket in the Redis-side queue outlives its longest pause between attempts.
-        let line = Some(max_backoff.saturating_mul(3).max(Duration::from_secs(1)));
-        let mut queued = QueuedTokens::new(&self.releaser, key);
-        // The fast path does not join the Redis-side queue: only this client's head does, as it
-        // is the one that keeps its ticket fresh (a queued ticket nobody renews would hold up
-        // every client until it lapses).
-        if !waiters.has_queue(&channel) {
-            match self.attempt(key, &token, options, tick, None).await {
-                Ok(Attempt::Held(pttl)) => remaining = pttl,
-                Ok(done) => return Ok(queued.acquired(&token, done)),
-                Err(e) if e.is_transient() => {
-                    // That attempt's token may be cleaned up later: never reuse it.
-                    token = self.new_token();
-                    last_error = Some(e);
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        tracing::debug!(key, instance = %self.instance_id(), ?wait, "lock held; waiting");
-        let ticket = waiters.join(&channel);
-        // A new head retries once subscribed: a release may have been announced before the
-        // subscription was in place.
-        let mut try_now = ticket.is_head();
-        let mut backoff = initial_backoff;
+        let lease = self.lease_of(options);
+        let plain = !options.fencing && tick.is_none();
+        let mut taken_over = false;
         loop {
-            let head = ticket.is_head();
-            let fallback = if head {
-                let step = match tokio::time::timeout_at(deadline, ticket.ensure_subscribed()).await {
-                    Err(_) => return Err(last_error.unwrap_or_else(|| self.timeout(key, wait))),
-                    Ok(Ok(())) if try_now => {
-                        queued.push(&token);
-                        self.attempt(key, &token, options, tick, line).await
-                    }
-                    Ok(Ok(())) => Ok(Attempt::Held(remaining)),
-                    Ok(Err(e)) => Err(e),
-                };
-                match step {
-                    Ok(Attempt::Held(pttl)) => {
-                        remaining = pttl;
-                        last_error = None;
-                    }
-                    Ok(done) => {
-                        ticket.acquired();
-                        return Ok(queued.acquired(&token, done));
-                    }
-                    Err(e) if e.is_transient() => {
-                        tracing::debug!(key, instance = %self.instance_id(), error = %e, "redis unavailable while waiting; retrying");
-                        token = self.new_token();
-                        remaining = None;
-                        last_error = Some(e);
-                    }
-                    Err(e) => return Err(e),
-                }
-                let fallback = jittered(backoff).min(remaining.unwrap_or(max_backoff));
-                backoff = backoff.saturating_mul(2).min(max_backoff);
-                fallback
+            let reply = if plain {
+                self.set_nx(key, token, lease.lease).await?
             } else {
-                if try_now {
-                    // Queued behind this client's head, whose future may be kept alive without
-                    // being polled: try now and then, without joining the Redis-side queue.
-                    if let Ok(done @ (Attempt::Acquired(_) | Attempt::TickDone(_))) =
-                        self.attempt(key, &token, options, tick, None).await
-                    {
-                        ticket.acquired();
-                        return Ok(queued.acquired(&token, done));
-                    }
-                }
-                jittered(max_backoff.saturating_mul(4))
+                self.script(key, token, options, tick, None).await?
             };
-            let sleep = tokio::time::sleep(fallback);
-            tokio::select! {
-                signal = ticket.signaled() => {
-                    try_now = signal == TRY_NOW;
-                    if try_now {
-                        backoff = initial_backoff;
-                    }
+            match reply {
+                Reply::Acquired { fence, sent_at } => {
+                    return Ok(Attempt::Acquired(self.guard(key, token, identity, options, fence, sent_at)));
                 }
-                () = sleep => try_now = true,
-                () = tokio::time::sleep_until(deadline) => {
-                    return Err(last_error.unwrap_or_else(|| self.timeout(key, wait)));
+                Reply::TickDone { last, ours } => {
+                    if ours {
+                        self.releaser.abandon(key, token, Instant::now(), lease.lease, false);
+                    }
+                    return Ok(Attempt::TickDone(last));
+                }
+                Reply::Held { remaining, holder } => {
+                    if !taken_over && let Some(holder) = holder {
+                        taken_over = self.take_over_if_dead(key, &holder).await?;
+                        if taken_over {
+                            continue;
+                        }
+                    }
+                    let remaining = match remaining {
+                        Some(remaining) => Some(remaining),
+                        None => self.pttl(key).await?,
+                    };
+                    tracing::trace!(key, instance = %self.instance_id(), ?remaining, "lock is held by another owner");
+                    return Ok(Attempt::Held(remaining));
                 }
             }
         }
     }
 
-    /// `"<instance-id>:<uuid v4>"`, built without the formatting machinery (it is on every
-    /// acquisition's path).
-    fn new_token(&self) -> String {
-        let mut buf = uuid::Uuid::encode_buffer();
-        let uuid = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf);
-        let id = self.instance_id();
-        let mut token = String::with_capacity(id.len() + 1 + uuid.len());
-        token.push_str(id);
-        token.push(':');
-        token.push_str(uuid);
-        token
+    /// The uncontended path: `SET key token NX PX lease GET`, no script.
+    async fn set_nx(&self, key: &str, token: &str, lease: Duration) -> Result<Reply> {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(key).arg(token).arg("NX").arg("PX").arg(millis(lease, "lease")?).arg("GET");
+        let sent_at = Instant::now();
+        let cleanup = CleanupOnDrop::new(&self.releaser, key, token, sent_at, lease);
+        let previous: Option<String> = match self.conn.query(&cmd, || format!("acquiring lock `{key}`")).await
+        {
+            Ok(previous) => previous,
+            Err(e) => return Err(cleanup.failed(e)),
+        };
+        cleanup.disarm();
+        Ok(match previous {
+            // Our own token can only come from an earlier send of it, which this path never
+            // makes; the expiry this send set is then the one in force either way.
+            None => Reply::Acquired { fence: None, sent_at },
+            Some(holder) if holder == token => Reply::Acquired { fence: None, sent_at },
+            Some(holder) => Reply::Held { remaining: None, holder: Some(holder) },
+        })
     }
 
-    fn timeout(&self, key: &str, waited: Duration) -> LockError {
-        tracing::debug!(key, instance = %self.instance_id(), ?waited, "timed out waiting for lock");
-        LockError::Timeout { key: key.to_owned(), waited }
-    }
-
-    /// One acquisition attempt: one round trip.
-    ///
-    /// `line` is the waiter ticket: a waiting caller that is refused joins the Redis-side
-    /// queue of waiters for that long (renewed by each attempt); `None` for callers that do not
-    /// wait their turn (fail fast, or not the head of this client's queue).
-    async fn attempt(
+    /// The scripted path. With `ticket`, a refused caller joins (or stays in) the queue of
+    /// waiters; such a caller keeps its token and cleans up when its wait ends, so an unknown
+    /// outcome is left to it.
+    async fn script(
         &self,
         key: &str,
         token: &str,
         options: &LockOptions,
         tick: Option<i64>,
-        line: Option<Duration>,
-    ) -> Result<Attempt> {
-        let inner = self;
-        let (lease, watchdog) = match options.lease {
-            Lease::Fixed(lease) => (lease, false),
-            Lease::Watchdog => (inner.config.watchdog_lease, true),
-        };
+        ticket: Option<Duration>,
+    ) -> Result<Reply> {
+        let lease = self.lease_of(options).lease;
         let mut invocation = ACQUIRE.prepare_invoke();
         invocation.key(key).key(keys::aux(key, "waiters")).key(keys::aux(key, "waiters:until"));
         // The fence and tick keys only when the script touches them.
@@ -252,43 +222,103 @@ impl Core {
             .arg(millis(lease, "lease")?)
             .arg(if options.fencing { "1" } else { "0" })
             .arg(tick.map(|t| t.to_string()).unwrap_or_default())
-            .arg(line.map_or(Ok(0), |d| millis(d, "waiter ticket"))?);
+            .arg(ticket.map_or(Ok(0), |d| millis(d, "waiter ticket"))?)
+            .arg(millis(self.config.handoff, "hand-off")?);
         let sent_at = Instant::now();
-        // If the reply is lost (error) or never awaited (the caller's future is dropped), the
-        // command may still have run: free the key in case it holds our token
-        // (compare-and-delete, so harmless otherwise).
-        let cleanup = CleanupOnDrop { releaser: &self.releaser, key, token, armed: true };
-        let reply: Result<(i64, i64)> =
-            inner.conn.invoke(&invocation, || format!("acquiring lock `{key}`")).await;
-        let (status, value) = reply?;
-        cleanup.disarm();
-        match status {
-            1 => {
-                let fence = options.fencing.then(|| u64::try_from(value).unwrap_or(0));
-                let state = Arc::new(LockState::new(NewState {
-                    id: inner.next_lock_id.fetch_add(1, Ordering::Relaxed),
-                    key: key.to_owned(),
-                    token: token.to_owned(),
-                    fence,
-                    lease,
-                    at_least: options.at_least,
-                    instance: inner.config.instance_id.clone(),
-                    sent_at,
-                }));
-                if watchdog {
-                    inner.watchdog.register(state.clone());
+        let cleanup = CleanupOnDrop::new(&self.releaser, key, token, sent_at, lease);
+        let reply: Vec<Value> =
+            match self.conn.invoke(&invocation, || format!("acquiring lock `{key}`")).await {
+                Ok(reply) => reply,
+                Err(e) if ticket.is_some() => {
+                    cleanup.disarm();
+                    return Err(e);
                 }
-                tracing::debug!(key, instance = %inner.config.instance_id, fence, ?lease, watchdog, "lock acquired");
-                Ok(Attempt::Acquired(LockGuard::new(state, self.releaser.clone())))
-            }
-            2 => Ok(Attempt::TickDone(value)),
+                Err(e) => return Err(cleanup.failed(e)),
+            };
+        cleanup.disarm();
+        let int = |i: usize| match reply.get(i) {
+            Some(Value::Int(n)) => *n,
+            _ => 0,
+        };
+        Ok(match int(0) {
+            1 => Reply::Acquired {
+                fence: options.fencing.then(|| u64::try_from(int(1)).unwrap_or(0)),
+                sent_at,
+            },
+            2 => Reply::TickDone { last: int(1), ours: int(2) == 1 },
             _ => {
-                let remaining = u64::try_from(value).ok().map(Duration::from_millis);
-                tracing::trace!(key, instance = %inner.config.instance_id, ?remaining, "lock is held by another owner");
-                Ok(Attempt::Held(remaining))
+                let holder = match reply.get(2) {
+                    Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+                    _ => None,
+                };
+                Reply::Held { remaining: u64::try_from(int(1)).ok().map(Duration::from_millis), holder }
             }
-        }
+        })
     }
+
+    /// The holder's remaining lease, for the error of a fail-fast caller.
+    async fn pttl(&self, key: &str) -> Result<Option<Duration>> {
+        let mut cmd = redis::cmd("PTTL");
+        cmd.arg(key);
+        let pttl: i64 = self.conn.query(&cmd, || format!("reading the lease of lock `{key}`")).await?;
+        Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
+    }
+
+    /// Takes over `key` if `holder`'s client is dead (its liveness key is gone): releases it
+    /// as that holder would have (handing it to the oldest waiter). Returns whether it did,
+    /// so the caller tries again.
+    async fn take_over_if_dead(&self, key: &str, holder: &str) -> Result<bool> {
+        if !self.liveness.is_dead(holder).await? {
+            return Ok(false);
+        }
+        let released = self.releaser.release_token(key, holder).await?;
+        if released {
+            tracing::warn!(key, instance = %self.instance_id(), holder, "the holder's client is gone (its liveness lease expired); took the lock over");
+        }
+        Ok(true)
+    }
+
+    /// The guard of a lock just acquired; registered with the watchdog if it renews.
+    fn guard(
+        &self,
+        key: &str,
+        token: &str,
+        identity: &Arc<Identity>,
+        options: &LockOptions,
+        fence: Option<u64>,
+        sent_at: Instant,
+    ) -> LockGuard {
+        let LeaseOf { lease, watchdog } = self.lease_of(options);
+        let state = Arc::new(LockState::new(NewState {
+            id: self.next_lock_id.fetch_add(1, Ordering::Relaxed),
+            key: key.to_owned(),
+            token: token.to_owned(),
+            fence,
+            lease,
+            at_least: options.at_least,
+            instance: self.config.instance_id.clone(),
+            sent_at,
+            identity: identity.clone(),
+        }));
+        if watchdog {
+            self.watchdog.register(state.clone());
+        }
+        tracing::debug!(key, instance = %self.instance_id(), fence, ?lease, watchdog, "lock acquired");
+        LockGuard::new(state, self.releaser.clone())
+    }
+}
+
+/// `"<instance-id>:<client id>:<uuid v4>"`: the owner prefix names the client's liveness key.
+/// Built without the formatting machinery (it is on every acquisition's path).
+fn new_token(identity: &Identity) -> String {
+    let mut buf = uuid::Uuid::encode_buffer();
+    let uuid = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf);
+    let owner = &identity.owner;
+    let mut token = String::with_capacity(owner.len() + 1 + uuid.len());
+    token.push_str(owner);
+    token.push(':');
+    token.push_str(uuid);
+    token
 }
 
 /// `d` scaled by a random factor in [0.75, 1.0), so waiters of different clients spread out.
@@ -297,64 +327,210 @@ fn jittered(d: Duration) -> Duration {
     Duration::try_from_secs_f64(d.as_secs_f64() * (0.75 + f64::from(r) / 4000.0)).unwrap_or(d)
 }
 
-/// The tokens a waiting acquisition may have left in the Redis-side queue of waiters. Those
-/// that did not get the lock are taken out when the wait ends, however it ends (success,
-/// error, timeout, cancellation), so they do not hold up other clients until they lapse.
-struct QueuedTokens<'a> {
-    releaser: &'a Arc<Releaser>,
+/// One waiting acquisition: try (joining the Redis-side queue when refused), make sure the
+/// hand-off will be heard, then sleep until it is announced, a fallback retry is due, or the
+/// wait bound passes. The token is kept across retries, so a late success of an earlier try
+/// is recognised as ours; a wait that ends without the lock cleans its token up.
+struct Waiting<'a> {
+    core: &'a Core,
     key: &'a str,
-    tokens: Vec<String>,
+    options: &'a LockOptions,
+    tick: Option<i64>,
+    wait: Duration,
+    deadline: Instant,
+    identity: Arc<Identity>,
+    token: String,
+    /// The waiter's ticket in the Redis-side queue; it outlives the longest pause.
+    line: Duration,
+    /// Registration for the hand-off message, once refused.
+    ticket: Option<Ticket>,
+    backoff: Duration,
+    /// The holder's remaining lease, as last reported.
+    remaining: Option<Duration>,
+    /// The last transient failure, reported if the bound passes before Redis comes back.
+    last_error: Option<LockError>,
+    /// When the last try was sent, if any: the token may be in Redis from then on.
+    last_sent: Option<Instant>,
+    done: bool,
 }
 
-impl<'a> QueuedTokens<'a> {
-    fn new(releaser: &'a Arc<Releaser>, key: &'a str) -> Self {
-        QueuedTokens { releaser, key, tokens: Vec::new() }
-    }
+/// What one try of a waiting acquisition leads to.
+enum Step {
+    Done(Attempt),
+    TryAgain,
+    Wait,
+}
 
-    fn push(&mut self, token: &str) {
-        if self.tokens.last().is_none_or(|t| t != token) {
-            self.tokens.push(token.to_owned());
+impl<'a> Waiting<'a> {
+    fn new(
+        core: &'a Core,
+        key: &'a str,
+        options: &'a LockOptions,
+        tick: Option<i64>,
+        wait: Duration,
+        identity: Arc<Identity>,
+        token: String,
+    ) -> Self {
+        // A wait too long to represent (e.g. Duration::MAX, "forever") waits for decades.
+        let now = Instant::now();
+        let deadline = now.checked_add(wait).unwrap_or_else(|| now + FOREVER);
+        let (initial, max) = core.config.backoff;
+        Waiting {
+            core,
+            key,
+            options,
+            tick,
+            wait,
+            deadline,
+            identity,
+            token,
+            line: max.saturating_mul(3).max(Duration::from_secs(1)),
+            ticket: None,
+            backoff: initial,
+            remaining: None,
+            last_error: None,
+            last_sent: None,
+            done: false,
         }
     }
 
-    /// The acquiring token left the queue in the same script; the others still have to.
-    fn acquired(mut self, token: &str, done: Attempt) -> Attempt {
-        self.tokens.retain(|t| t != token);
-        done
+    async fn run(mut self) -> Result<Attempt> {
+        loop {
+            match self.try_once().await? {
+                Step::Done(attempt) => return Ok(attempt),
+                Step::TryAgain => continue,
+                Step::Wait => {}
+            }
+            if self.listen().await? {
+                // Newly subscribed: a hand-off may have been announced before.
+                continue;
+            }
+            self.pause().await?;
+        }
+    }
+
+    /// One scripted try with a ticket.
+    async fn try_once(&mut self) -> Result<Step> {
+        let core = self.core;
+        self.last_sent = Some(Instant::now());
+        match core.script(self.key, &self.token, self.options, self.tick, Some(self.line)).await {
+            Ok(Reply::Acquired { fence, sent_at }) => {
+                self.done = true;
+                let guard = core.guard(self.key, &self.token, &self.identity, self.options, fence, sent_at);
+                Ok(Step::Done(Attempt::Acquired(guard)))
+            }
+            // Not `done`: if the key holds our token, the clean-up passes it on.
+            Ok(Reply::TickDone { last, .. }) => Ok(Step::Done(Attempt::TickDone(last))),
+            Ok(Reply::Held { remaining, holder }) => {
+                self.remaining = remaining;
+                self.last_error = None;
+                match holder {
+                    Some(holder) if core.take_over_if_dead(self.key, &holder).await? => Ok(Step::TryAgain),
+                    _ => Ok(Step::Wait),
+                }
+            }
+            Err(e) if e.is_transient() => {
+                tracing::debug!(key = self.key, instance = %core.instance_id(), error = %e, "redis unavailable while waiting; retrying");
+                self.remaining = None;
+                self.last_error = Some(e);
+                Ok(Step::Wait)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Registers for the hand-off message and makes sure the channel is subscribed; true if
+    /// it had to subscribe just now.
+    async fn listen(&mut self) -> Result<bool> {
+        if self.ticket.is_none() {
+            tracing::debug!(key = self.key, instance = %self.core.instance_id(), wait = ?self.wait, "lock held; waiting");
+        }
+        let ticket = self.ticket.get_or_insert_with(|| self.core.waiters.register(self.key, &self.token));
+        match tokio::time::timeout_at(self.deadline, ticket.ensure_subscribed()).await {
+            Err(_) => Err(self.timed_out()),
+            Ok(Ok(subscribed)) => Ok(subscribed),
+            Ok(Err(e)) if e.is_transient() => {
+                self.last_error = Some(e);
+                Ok(false)
+            }
+            Ok(Err(e)) => Err(e),
+        }
+    }
+
+    /// Sleeps until the hand-off is announced, the fallback retry is due (jittered backoff,
+    /// never later than the holder's remaining lease), or the wait bound passes.
+    async fn pause(&mut self) -> Result<()> {
+        let (initial, max) = self.core.config.backoff;
+        let fallback = jittered(self.backoff).min(self.remaining.unwrap_or(max));
+        self.backoff = self.backoff.saturating_mul(2).min(max);
+        let Some(ticket) = self.ticket.as_ref() else { return Ok(()) };
+        tokio::select! {
+            () = ticket.woken() => self.backoff = initial,
+            () = tokio::time::sleep(fallback) => {}
+            () = tokio::time::sleep_until(self.deadline) => return Err(self.timed_out()),
+        }
+        Ok(())
+    }
+
+    fn timed_out(&mut self) -> LockError {
+        tracing::debug!(key = self.key, instance = %self.core.instance_id(), waited = ?self.wait, "timed out waiting for lock");
+        self.last_error
+            .take()
+            .unwrap_or_else(|| LockError::Timeout { key: self.key.to_owned(), waited: self.wait })
     }
 }
 
-impl Drop for QueuedTokens<'_> {
+impl Drop for Waiting<'_> {
+    // However the wait ends without the lock (timeout, error, cancellation, a claimed tick),
+    // the token leaves the queue and, if a try's reply was lost or the lock was handed over
+    // just now, the key: other waiters are not held up until the ticket or lease lapses.
     fn drop(&mut self) {
-        for token in std::mem::take(&mut self.tokens) {
-            let mut invocation = LEAVE.prepare_invoke();
-            invocation
-                .key(keys::aux(self.key, "waiters"))
-                .key(keys::aux(self.key, "waiters:until"))
-                .arg(token);
-            self.releaser.run_in_background(invocation, "leaving the queue of waiters");
+        if let (false, Some(sent_at)) = (self.done, self.last_sent) {
+            let lease = self.core.lease_of(self.options).lease;
+            self.core.releaser.abandon(self.key, &self.token, sent_at, lease, true);
         }
     }
 }
 
-/// Releases an acquisition's token in the background unless disarmed once its reply is in.
+/// Cleans up an acquisition's token in the background unless disarmed once its reply is in:
+/// a future dropped while its command was out, or a reply lost to a timeout or a dropped
+/// connection, may still have taken the lock.
 struct CleanupOnDrop<'a> {
     releaser: &'a Arc<Releaser>,
     key: &'a str,
     token: &'a str,
+    sent_at: Instant,
+    lease: Duration,
     armed: bool,
 }
 
-impl CleanupOnDrop<'_> {
+impl<'a> CleanupOnDrop<'a> {
+    fn new(
+        releaser: &'a Arc<Releaser>,
+        key: &'a str,
+        token: &'a str,
+        sent_at: Instant,
+        lease: Duration,
+    ) -> Self {
+        CleanupOnDrop { releaser, key, token, sent_at, lease, armed: true }
+    }
+
     fn disarm(mut self) {
         self.armed = false;
+    }
+
+    /// The command failed with `e`: clean up only if the outcome is unknown (a server's
+    /// error reply means the command did nothing).
+    fn failed(mut self, e: LockError) -> LockError {
+        self.armed = e.outcome_unknown();
+        e
     }
 }
 
 impl Drop for CleanupOnDrop<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.releaser.release_token_in_background(self.key, self.token);
+            self.releaser.abandon(self.key, self.token, self.sent_at, self.lease, false);
         }
     }
 }

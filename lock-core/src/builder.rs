@@ -21,6 +21,13 @@ pub const DEFAULT_WAIT_BACKOFF: Duration = Duration::from_millis(50);
 /// Longest fallback between retries. Releases normally wake a waiter at once through
 /// pub/sub; this only bounds the wait when a message is missed or the holder crashed.
 pub const DEFAULT_MAX_WAIT_BACKOFF: Duration = Duration::from_secs(1);
+/// TTL of a client's liveness key (renewed every third of it): a crashed replica's locks are
+/// taken over this long after it stopped, and a process stalled longer than this loses its
+/// locks. Short enough that a crashed replica's scheduled job runs again within ~10 s.
+pub const DEFAULT_LIVENESS_TTL: Duration = Duration::from_secs(6);
+/// Shortest hand-off reservation: a released lock waits this long (or the command timeout,
+/// if longer) for the waiter it was handed to before anyone else may take it.
+const MIN_HANDOFF: Duration = Duration::from_millis(100);
 /// Connections in a pool the client creates itself. Lock commands share one multiplexed
 /// connection; the pool is there for reconnects and for the application's own commands.
 const DEFAULT_POOL_SIZE: usize = 4;
@@ -39,6 +46,7 @@ pub struct LockClientBuilder {
     pool: Option<Pool>,
     instance_id: Option<String>,
     watchdog_lease: Duration,
+    liveness_ttl: Duration,
     command_timeout: Duration,
     backoff: (Duration, Duration),
 }
@@ -50,6 +58,7 @@ impl Default for LockClientBuilder {
             pool: None,
             instance_id: None,
             watchdog_lease: DEFAULT_WATCHDOG_LEASE,
+            liveness_ttl: DEFAULT_LIVENESS_TTL,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             backoff: (DEFAULT_WAIT_BACKOFF, DEFAULT_MAX_WAIT_BACKOFF),
         }
@@ -81,6 +90,18 @@ impl LockClientBuilder {
     /// The lease of watchdog locks (default 30 s); they are renewed every third of it.
     pub fn watchdog_lease(mut self, lease: Duration) -> Self {
         self.watchdog_lease = lease;
+        self
+    }
+
+    /// The TTL of this client's liveness key (default 6 s), renewed every third of it. Every
+    /// owner token names its client's liveness key; a caller that finds a lock held by a
+    /// client whose key has expired takes the lock over. So a crashed replica's locks free
+    /// about this long after the crash instead of at the end of their leases; and a process
+    /// that stalls longer than this (a long GC-like pause, SIGSTOP, a VM freeze) finds its
+    /// locks lost when it resumes (`lost()` fires, `is_held()` is false) and uses a new
+    /// identity for later locks. Must be more than twice the command timeout.
+    pub fn liveness_ttl(mut self, ttl: Duration) -> Self {
+        self.liveness_ttl = ttl;
         self
     }
 
@@ -118,6 +139,14 @@ impl LockClientBuilder {
                  got initial {initial:?} and max {max:?}"
             )));
         }
+        validate_lease(self.liveness_ttl, "liveness TTL")?;
+        if self.liveness_ttl <= self.command_timeout.saturating_mul(2) {
+            return Err(LockError::Config(format!(
+                "liveness_ttl ({:?}) must be more than twice the command timeout ({:?}), so that a \
+                 renewal can fail and be retried before the lease runs out",
+                self.liveness_ttl, self.command_timeout
+            )));
+        }
         let instance_id = match self.instance_id {
             Some(id) => id,
             None => default_instance_id(),
@@ -138,7 +167,13 @@ impl LockClientBuilder {
                     .map_err(|e| LockError::Config(format!("could not build the connection pool: {e}")))?
             }
         };
-        let config = ClientConfig { instance_id, watchdog_lease: self.watchdog_lease, backoff: self.backoff };
+        let config = ClientConfig {
+            instance_id,
+            watchdog_lease: self.watchdog_lease,
+            liveness_ttl: self.liveness_ttl,
+            handoff: self.command_timeout.max(MIN_HANDOFF),
+            backoff: self.backoff,
+        };
         let conn = std::sync::Arc::new(Conn::new(pool, self.command_timeout));
         let waiters = Waiters::new(client, self.command_timeout);
         Ok(Core::new(config, conn, waiters))
@@ -199,6 +234,7 @@ impl fmt::Debug for LockClientBuilder {
             .field("pool", &self.pool.as_ref().map(|_| "<pool>"))
             .field("instance_id", &self.instance_id)
             .field("watchdog_lease", &self.watchdog_lease)
+            .field("liveness_ttl", &self.liveness_ttl)
             .field("command_timeout", &self.command_timeout)
             .field("wait_backoff", &self.backoff)
             .finish()

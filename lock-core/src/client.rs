@@ -52,8 +52,11 @@ pub struct ClientStats {
     pub waiting_keys: usize,
     /// This client's tasks waiting for a lock, per key.
     pub waiters: BTreeMap<String, usize>,
-    /// Renewal commands sent since the client was created.
+    /// Lock-key renewal commands sent since the client was created.
     pub renewals_sent: u64,
+    /// Liveness-key renewals sent since the client was created (about three per liveness
+    /// TTL, however many locks are held).
+    pub liveness_renewals: u64,
     /// Releases and clean-ups running in the background (dropped guards, cancelled
     /// releases, acquisitions whose reply was lost); see [`LockClient::flush_releases`].
     pub background_releases: usize,
@@ -133,6 +136,7 @@ impl LockClient {
             waiting_keys,
             waiters,
             renewals_sent: self.core.watchdog.renewals(),
+            liveness_renewals: self.core.liveness.renewals(),
             background_releases: self.core.releaser.in_flight(),
         }
     }

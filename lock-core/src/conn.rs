@@ -70,6 +70,31 @@ impl Conn {
         }
     }
 
+    /// Sends one command, once: the caller knows whether it is safe to repeat.
+    pub(crate) async fn query<T: FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+        action: impl Fn() -> String,
+    ) -> Result<T> {
+        let (generation, mut conn) = self.connection(&action).await?;
+        match cmd.query_async(&mut conn).await {
+            Ok(value) => Ok(value),
+            Err(e) => {
+                if is_connection_error(&e) {
+                    self.drop_connection(generation);
+                }
+                Err(LockError::redis(action(), e))
+            }
+        }
+    }
+
+    /// The generation of the live connection, if one is up. Commands sent on one connection
+    /// run in order, so a clean-up that runs on the generation an uncertain command was sent
+    /// on runs after it.
+    pub(crate) fn generation(&self) -> Option<u64> {
+        lock_unpoisoned(&self.slot).as_ref().map(|(g, _)| *g)
+    }
+
     /// Sends a pipeline (no retry: the caller decides).
     pub(crate) async fn query_pipeline<T: FromRedisValue>(
         &self,

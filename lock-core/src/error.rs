@@ -146,6 +146,15 @@ impl LockError {
         }
     }
 
+    /// Whether a command that failed with this error may still have run on the server (a
+    /// timeout, or a connection lost after sending): its effect must then be cleaned up.
+    pub(crate) fn outcome_unknown(&self) -> bool {
+        match self {
+            LockError::Redis { source, .. } => source.is_timeout() || is_connection_error(source),
+            _ => false,
+        }
+    }
+
     /// Whether this error means "someone else holds it" (held, timed out, tick already
     /// claimed), as opposed to a
     /// failure of Redis, of the configuration or of ownership.

@@ -10,6 +10,7 @@ mod conn;
 mod error;
 mod guard;
 mod keys;
+mod liveness;
 mod options;
 mod outcome;
 mod release;
@@ -24,8 +25,8 @@ mod watchdog;
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use builder::{
-    DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_WAIT_BACKOFF, DEFAULT_WAIT_BACKOFF, DEFAULT_WATCHDOG_LEASE,
-    LockClientBuilder,
+    DEFAULT_COMMAND_TIMEOUT, DEFAULT_LIVENESS_TTL, DEFAULT_MAX_WAIT_BACKOFF, DEFAULT_WAIT_BACKOFF,
+    DEFAULT_WATCHDOG_LEASE, LockClientBuilder,
 };
 pub use client::{ClientStats, LockClient};
 pub use error::{LockError, LossReason, Result};

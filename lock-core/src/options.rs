@@ -135,6 +135,10 @@ impl LockOptions {
 pub(crate) struct ClientConfig {
     pub(crate) instance_id: String,
     pub(crate) watchdog_lease: Duration,
+    /// TTL of the client's liveness key.
+    pub(crate) liveness_ttl: Duration,
+    /// How long a released lock stays reserved for the waiter it was handed to.
+    pub(crate) handoff: Duration,
     /// Initial and longest fallback retry interval of a waiter.
     pub(crate) backoff: (Duration, Duration),
 }

@@ -5,13 +5,17 @@
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
+use deadpool_redis::redis::ScriptInvocation;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use crate::conn::Conn;
 use crate::error::Result;
+use crate::keys;
 use crate::options::millis;
-use crate::scripts::RELEASE;
+use crate::scripts::{LEAVE, RELEASE};
 use crate::state::LockState;
 use crate::watchdog::Watchdog;
 
@@ -21,6 +25,8 @@ pub(crate) struct Releaser {
     conn: Arc<Conn>,
     watchdog: Arc<Watchdog>,
     instance: String,
+    /// How long a released lock stays reserved for the waiter it is handed to.
+    handoff: Duration,
     /// Guards alive and not yet released (nested ones excluded).
     held: AtomicUsize,
     /// Background tasks in flight.
@@ -30,11 +36,12 @@ pub(crate) struct Releaser {
 }
 
 impl Releaser {
-    pub(crate) fn new(conn: Arc<Conn>, watchdog: Arc<Watchdog>, instance: String) -> Self {
+    pub(crate) fn new(conn: Arc<Conn>, watchdog: Arc<Watchdog>, instance: String, handoff: Duration) -> Self {
         Releaser {
             conn,
             watchdog,
             instance,
+            handoff,
             held: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
@@ -67,8 +74,8 @@ impl Releaser {
             .at_least
             .map(|min| min.saturating_sub(state.acquired_at.elapsed()))
             .filter(|d| !d.is_zero());
-        let mut invocation = RELEASE.prepare_invoke();
-        invocation.key(&state.key).arg(&state.token).arg(keep.map_or(Ok(0), |d| millis(d, "at_least"))?);
+        let invocation =
+            self.release_invocation(&state.key, &state.token, keep.map_or(Ok(0), |d| millis(d, "at_least"))?);
         // Not retried after a timeout: a late first RELEASE would make the retry report that
         // the lock was no longer ours.
         let owned: i64 =
@@ -97,27 +104,68 @@ impl Releaser {
         }
     }
 
-    /// Deletes `key` if it holds `token`: the clean-up of an acquisition whose outcome is
-    /// unknown (its reply was lost or never awaited).
-    pub(crate) fn release_token_in_background(self: &Arc<Self>, key: &str, token: &str) {
-        let (key, token) = (key.to_owned(), token.to_owned());
-        self.spawn(move |releaser| async move {
-            let mut invocation = RELEASE.prepare_invoke();
-            invocation.key(&key).arg(&token).arg(0);
-            let _: Result<i64> =
-                releaser.conn.invoke(&invocation, || format!("cleaning up lock `{key}`")).await;
-        });
+    /// The release script for `token` on `key`: hand-off to the oldest live waiter, or delete.
+    fn release_invocation(&self, key: &str, token: &str, keep_ms: u64) -> ScriptInvocation<'static> {
+        let mut invocation = RELEASE.prepare_invoke();
+        invocation
+            .key(key)
+            .key(keys::aux(key, "waiters"))
+            .key(keys::aux(key, "waiters:until"))
+            .arg(token)
+            .arg(keep_ms)
+            .arg(millis(self.handoff, "hand-off").unwrap_or(1000));
+        invocation
     }
 
-    /// Runs a script in the background, counted like a release; errors are ignored (the
-    /// script's effect also lapses by itself).
-    pub(crate) fn run_in_background(
+    /// Releases `key` if it holds `token` (handing it to the oldest waiter): the takeover of a
+    /// dead holder's lock. Returns whether it held that token.
+    pub(crate) async fn release_token(&self, key: &str, token: &str) -> Result<bool> {
+        let invocation = self.release_invocation(key, token, 0);
+        let owned: i64 = self.conn.invoke(&invocation, || format!("taking over lock `{key}`")).await?;
+        Ok(owned == 1)
+    }
+
+    /// Cleans up after an acquisition whose outcome is unknown (its reply was lost, or its
+    /// future dropped while the command was out): the command may still run on the server
+    /// later (a stalled Redis buffers it), so `key` is released if it holds `token`, retried
+    /// until that is certain or the token's lease, counted from `sent_at`, has passed. With
+    /// `queued`, the token also leaves the queue of waiters.
+    pub(crate) fn abandon(
         self: &Arc<Self>,
-        invocation: deadpool_redis::redis::ScriptInvocation<'static>,
-        action: &'static str,
+        key: &str,
+        token: &str,
+        sent_at: Instant,
+        lease: Duration,
+        queued: bool,
     ) {
+        let generation = self.conn.generation();
+        let (key, token) = (key.to_owned(), token.to_owned());
         self.spawn(move |releaser| async move {
-            let _: Result<i64> = releaser.conn.invoke(&invocation, || action.to_owned()).await;
+            let expires = sent_at + lease;
+            let mut pause = Duration::from_millis(50);
+            loop {
+                // Out of the queue first, so no release hands the key to this token after the
+                // compare-and-delete below has looked.
+                if queued {
+                    let mut leave = LEAVE.prepare_invoke();
+                    leave.key(keys::aux(&key, "waiters")).key(keys::aux(&key, "waiters:until")).arg(&token);
+                    let _: Result<i64> =
+                        releaser.conn.invoke(&leave, || "leaving the queue of waiters".to_owned()).await;
+                }
+                let released = releaser.release_token(&key, &token).await;
+                // Certain once it released the token, or once it ran on the connection the
+                // uncertain command went out on (so after it), or once the lease is over.
+                let certain = match released {
+                    Ok(true) => true,
+                    Ok(false) => generation.is_some() && releaser.conn.generation() == generation,
+                    Err(_) => false,
+                };
+                if certain || Instant::now() >= expires {
+                    return;
+                }
+                tokio::time::sleep(pause.min(expires.saturating_duration_since(Instant::now()))).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
         });
     }
 

@@ -6,28 +6,37 @@ use std::sync::LazyLock;
 
 use deadpool_redis::redis::Script;
 
-/// KEYS: lock key, waiter queue (list of tokens, oldest first), waiter expiries (zset: token ->
+/// The scripted acquisition: with a fence, a tick to claim, or for a waiting caller (the
+/// uncontended fail-fast path is a plain `SET NX PX GET`, see `acquire.rs`).
+///
+/// KEYS: lock key, waiter queue (list of tokens, oldest first), waiter tickets (zset: token ->
 /// epoch ms), then the fence key (with fencing or a tick) and the tick key (with a tick).
 /// ARGV: token, lease ms, fencing ("1"/"0"), tick ("" for none), waiter ticket ms ("0": the
-/// caller does not wait). Returns `{1, fence}` when acquired (fence 0 without fencing),
-/// `{0, ms}` when held by another owner (its PTTL) or owed to an older waiter (until that
-/// waiter's ticket lapses), `{2, last_tick}` when the tick was already claimed.
+/// caller does not wait), hand-off ms.
 ///
-/// A free lock goes to the oldest live waiter of any client: callers that find others queued
-/// ahead of them do not barge, and a waiting caller that is refused joins the queue (or
-/// refreshes its ticket). Tickets of waiters that died lapse after the ticket time.
+/// Returns `{1, fence}` when acquired (fence 0 without fencing), `{0, ms, holder}` when held
+/// (the holder's PTTL and token), `{2, last_tick, ours}` when the tick was already claimed
+/// (`ours` = 1: the key holds the caller's token, which the caller must release).
 ///
-/// `SET NX GET` (Redis 7.0+) makes acquisition idempotent per token: a retry after a lost reply
-/// finds its own token and succeeds instead of locking itself out until the lease ends.
+/// The key holding the caller's token means it is the caller's: handed over by a release, or
+/// taken by an earlier send of the same token whose reply was lost; its expiry is reset to the
+/// full lease here. A free key goes to the oldest live waiter: a caller that is not that waiter
+/// hands it over (and announces it) instead of barging. A refused waiting caller joins the
+/// queue, or refreshes its ticket.
+///
+/// Fences are `max(counter + 1, server time in µs)`, so the counter may expire with the lock
+/// (no counter per key is kept forever) and still strictly increases.
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local token, ticket = ARGV[1], tonumber(ARGV[5])
+local holder = redis.call('GET', KEYS[1])
 if ARGV[4] ~= '' then
   local last = redis.call('GET', KEYS[5])
-  -- A retry of our own successful claim (reply lost) finds our token and goes on.
-  if last and tonumber(last) >= tonumber(ARGV[4]) and redis.call('GET', KEYS[1]) ~= token then
-    return {2, tonumber(last)}
+  if last and tonumber(last) >= tonumber(ARGV[4]) then
+    -- The third element says the key holds our token (handed over, or taken by a lost
+    -- earlier send): the caller passes it on.
+    return {2, tonumber(last), holder == token and 1 or 0}
   end
 end
 local now
@@ -40,48 +49,48 @@ local function clock()
 end
 local function wait_in_line()
   if ticket > 0 then
-    if not redis.call('ZSCORE', KEYS[3], token) then
+    if redis.call('ZADD', KEYS[3], clock() + ticket, token) == 1 then
       redis.call('RPUSH', KEYS[2], token)
     end
-    redis.call('ZADD', KEYS[3], clock() + ticket, token)
     redis.call('PEXPIRE', KEYS[2], ticket)
     redis.call('PEXPIRE', KEYS[3], ticket)
   end
 end
--- The oldest live waiter, dropping tickets that lapsed (bounded: a refusal is always safe).
-local head = redis.call('LINDEX', KEYS[2], 0)
-local head_until
-for _ = 1, 16 do
-  if not head or head == token then break end
-  head_until = tonumber(redis.call('ZSCORE', KEYS[3], head))
-  if head_until and head_until > clock() then break end
-  redis.call('LPOP', KEYS[2])
-  redis.call('ZREM', KEYS[3], head)
-  head, head_until = redis.call('LINDEX', KEYS[2], 0), nil
-end
-if head and head ~= token then
+if holder and holder ~= token then
   wait_in_line()
-  local pttl = redis.call('PTTL', KEYS[1])
-  if pttl < 0 then
-    pttl = (head_until or clock()) - clock()
-  end
-  return {0, pttl}
+  return {0, redis.call('PTTL', KEYS[1]), holder}
 end
-local prev = redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2], 'GET')
-if prev and prev ~= token then
-  wait_in_line()
-  return {0, redis.call('PTTL', KEYS[1])}
-end
-if prev then
+if holder then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-if head == token then
-  redis.call('LPOP', KEYS[2])
-  redis.call('ZREM', KEYS[3], token)
+  if redis.call('ZREM', KEYS[3], token) == 1 then
+    redis.call('LREM', KEYS[2], 1, token)
+  end
+else
+  -- Free: the oldest live waiter first, dropping lapsed tickets (bounded).
+  for _ = 1, 16 do
+    local head = redis.call('LINDEX', KEYS[2], 0)
+    if not head or head == token then break end
+    local head_until = tonumber(redis.call('ZSCORE', KEYS[3], head))
+    redis.call('LPOP', KEYS[2])
+    redis.call('ZREM', KEYS[3], head)
+    if head_until and head_until > clock() then
+      redis.call('SET', KEYS[1], head, 'PX', ARGV[6])
+      redis.call('PUBLISH', KEYS[1] .. ':released', head)
+      wait_in_line()
+      return {0, tonumber(ARGV[6]), head}
+    end
+  end
+  redis.call('SET', KEYS[1], token, 'PX', ARGV[2])
+  if redis.call('ZREM', KEYS[3], token) == 1 then
+    redis.call('LREM', KEYS[2], 1, token)
+  end
 end
 local fence = 0
 if ARGV[3] == '1' then
-  fence = redis.call('INCR', KEYS[4])
+  local t = redis.call('TIME')
+  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  fence = math.max((tonumber(redis.call('GET', KEYS[4])) or 0) + 1, floor)
+  redis.call('SET', KEYS[4], string.format('%d', fence), 'PX', ARGV[2])
 end
 if ARGV[4] ~= '' then
   redis.call('SET', KEYS[5], ARGV[4])
@@ -103,11 +112,16 @@ return redis.call('ZREM', KEYS[2], ARGV[1])
     )
 });
 
-/// KEYS: lock key. ARGV: token, ms to keep (0: delete); the release channel is
-/// `<key>:released` (see `keys::release_channel`). Returns 1 when the key
-/// held our token (and is now deleted, or kept for the rest of the minimum hold as
-/// `<token>:released`), else 0.
-/// Only a deletion is announced: a kept lock is still taken.
+/// Release = hand-off. KEYS: lock key, waiter queue, waiter tickets. ARGV: token, ms to keep
+/// (0: release now), hand-off ms.
+///
+/// Returns 1 when the key held our token, else 0. With a minimum hold left, the key is kept
+/// for it as `<token>:released` (still taken, no longer ours: a renewal in flight cannot
+/// stretch it). Otherwise the key is handed to the oldest live waiter: set to its token for the
+/// hand-off time, the waiter popped, and its token published on `<key>:released`, so exactly
+/// that waiter wakes and confirms with the scripted acquisition. With nobody waiting the key is
+/// deleted, and an empty message is published only if lapsed tickets were found (someone may
+/// still be listening).
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -116,13 +130,32 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 end
 local keep = tonumber(ARGV[2])
 if keep > 0 then
-  -- Still taken for the rest of the minimum hold, but no longer ours: a renewal in flight
-  -- cannot match the token and stretch it back to a full lease.
   redis.call('SET', KEYS[1], ARGV[1] .. ':released', 'PX', keep)
   return 1
 end
+local lapsed = false
+local now
+for _ = 1, 16 do
+  local head = redis.call('LINDEX', KEYS[2], 0)
+  if not head then break end
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local head_until = tonumber(redis.call('ZSCORE', KEYS[3], head))
+  redis.call('LPOP', KEYS[2])
+  redis.call('ZREM', KEYS[3], head)
+  if head_until and head_until > now then
+    redis.call('SET', KEYS[1], head, 'PX', ARGV[3])
+    redis.call('PUBLISH', KEYS[1] .. ':released', head)
+    return 1
+  end
+  lapsed = true
+end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1])
+if lapsed then
+  redis.call('PUBLISH', KEYS[1] .. ':released', '')
+end
 return 1
 ",
     )

@@ -7,7 +7,10 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use std::sync::Arc;
+
 use crate::error::LossReason;
+use crate::liveness::Identity;
 use crate::options::drift;
 
 const HELD: u8 = 0;
@@ -25,6 +28,8 @@ pub(crate) struct LockState {
     pub(crate) at_least: Option<Duration>,
     pub(crate) instance: String,
     pub(crate) acquired_at: Instant,
+    /// The client identity the token belongs to: its liveness lease caps the deadline.
+    identity: Arc<Identity>,
     /// Local deadline, as nanoseconds after `acquired_at`; only moves forward.
     deadline_nanos: AtomicU64,
     status: AtomicU8,
@@ -42,6 +47,7 @@ pub(crate) struct NewState {
     pub(crate) instance: String,
     /// When the acquiring command was sent: the lease is counted from there, not from the reply.
     pub(crate) sent_at: Instant,
+    pub(crate) identity: Arc<Identity>,
 }
 
 impl LockState {
@@ -55,6 +61,7 @@ impl LockState {
             at_least: n.at_least,
             instance: n.instance,
             acquired_at: n.sent_at,
+            identity: n.identity,
             deadline_nanos: AtomicU64::new(0),
             status: AtomicU8::new(HELD),
             changed: Notify::new(),
@@ -63,8 +70,19 @@ impl LockState {
         state
     }
 
+    /// Until when the lock is known to be ours: the lock key's lease and the client's liveness
+    /// lease, both counted from when their last renewal was sent, minus drift.
     pub(crate) fn deadline(&self) -> Instant {
+        self.key_deadline().min(self.identity.deadline())
+    }
+
+    fn key_deadline(&self) -> Instant {
         self.acquired_at + Duration::from_nanos(self.deadline_nanos.load(Ordering::Acquire))
+    }
+
+    /// When the last successful acquisition or renewal of the key was sent.
+    pub(crate) fn renewed_at(&self) -> Instant {
+        self.key_deadline() - self.lease.saturating_sub(drift(self.lease))
     }
 
     /// Pushes the deadline to `sent_at + lease - drift` after a renewal sent at `sent_at`.
@@ -77,7 +95,9 @@ impl LockState {
 
     /// Held, as far as this process knows: not released, not lost, deadline not passed.
     pub(crate) fn is_held(&self) -> bool {
-        self.status.load(Ordering::Acquire) == HELD && Instant::now() < self.deadline()
+        self.status.load(Ordering::Acquire) == HELD
+            && !self.identity.is_dead()
+            && Instant::now() < self.deadline()
     }
 
     pub(crate) fn is_active(&self) -> bool {
@@ -88,7 +108,7 @@ impl LockState {
         match self.status.load(Ordering::Acquire) {
             LOST_EXPIRED => Some(LossReason::Expired),
             LOST_NOT_OWNER => Some(LossReason::NotOwner),
-            HELD if Instant::now() >= self.deadline() => Some(LossReason::Expired),
+            HELD if self.identity.is_dead() || Instant::now() >= self.deadline() => Some(LossReason::Expired),
             _ => None,
         }
     }
@@ -132,6 +152,9 @@ impl LockState {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
+            let died = self.identity.died.notified();
+            tokio::pin!(died);
+            died.as_mut().enable();
             match self.status.load(Ordering::Acquire) {
                 LOST_EXPIRED => return LossReason::Expired,
                 LOST_NOT_OWNER => return LossReason::NotOwner,
@@ -139,13 +162,14 @@ impl LockState {
                 _ => {}
             }
             let deadline = self.deadline();
-            if Instant::now() >= deadline {
+            if self.identity.is_dead() || Instant::now() >= deadline {
                 // Nobody renewed it in time: Redis may already have expired the key.
                 self.mark_lost(LossReason::Expired);
                 continue;
             }
             tokio::select! {
                 () = &mut changed => {}
+                () = &mut died => {}
                 // The deadline may have moved meanwhile; the loop re-reads it.
                 () = tokio::time::sleep_until(deadline) => {}
             }

@@ -1,13 +1,14 @@
-//! Waiting for a held lock: one shared pub/sub connection per client, and per key a FIFO
-//! queue of this client's waiters in which a release message wakes only the head.
+//! Hearing about hand-offs: one shared pub/sub connection per client, subscribed to the
+//! release channel of every key this client waits on (reference-counted: unsubscribed shortly
+//! after its last waiter leaves).
 //!
-//! Only the head of a queue talks to Redis (retry at a release message, else after a jittered
-//! backoff capped by the holder's remaining lease); the others wait to become head. So a
-//! release costs one acquisition attempt per client, not one per waiting task, and the lock
-//! passes between a client's tasks in arrival order.
+//! A release hands the lock to the oldest waiter in the Redis-side queue and publishes that
+//! waiter's token; the message wakes only the waiter registered with that token, so N waiting
+//! replicas cost what one does. An empty message (the key was freed while lapsed tickets were
+//! queued) or a lost connection wakes every waiter of the key, to retry.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -20,12 +21,9 @@ use crate::error::{LockError, Result};
 use crate::keys;
 use crate::lock_unpoisoned;
 
-/// The signal a waiter receives. Higher values win when two arrive before it looks.
-const NONE: u8 = 0;
-/// You are now the head; the lock was just taken by your predecessor, so wait for a release.
-pub(crate) const PROMOTED: u8 = 1;
-/// A release was announced (or the connection was reset): try to acquire now.
-pub(crate) const TRY_NOW: u8 = 2;
+/// How long a channel stays subscribed after its last waiter left: a client that waits on
+/// the same key again soon (a contended loop) does not pay a SUBSCRIBE round trip each time.
+const LINGER: Duration = Duration::from_millis(200);
 
 #[derive(Debug)]
 pub(crate) struct Waiters {
@@ -36,12 +34,11 @@ pub(crate) struct Waiters {
 struct Shared {
     state: Mutex<State>,
     /// The pub/sub connection. Subscribe and unsubscribe run under this lock, so they reach
-    /// Redis in the order the queues changed.
+    /// Redis in the order the registrations changed.
     conn: tokio::sync::Mutex<Option<Conn>>,
     client: redis::Client,
     /// Bound on connecting and on each subscribe/unsubscribe round trip.
     timeout: Duration,
-    next_id: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -64,11 +61,13 @@ struct State {
     /// The generation of the live pub/sub connection, if one is up.
     live: Option<u64>,
     generations: u64,
+    next_slot: u64,
 }
 
 #[derive(Debug, Default)]
 struct Channel {
-    queue: VecDeque<Arc<Slot>>,
+    /// Waiting tasks by the token they wait with.
+    slots: HashMap<String, Arc<Slot>>,
     /// The connection generation on which this channel is subscribed.
     subscribed: Option<u64>,
 }
@@ -76,25 +75,24 @@ struct Channel {
 #[derive(Debug)]
 struct Slot {
     id: u64,
-    signal: AtomicU8,
+    woken: AtomicBool,
     notify: Notify,
 }
 
 impl Slot {
-    fn signal(&self, signal: u8) {
-        self.signal.fetch_max(signal, Ordering::AcqRel);
+    fn wake(&self) {
+        self.woken.store(true, Ordering::Release);
         self.notify.notify_one();
     }
 }
 
-/// A place in a key's queue. Dropping it leaves the queue (passing the turn on).
+/// A waiting task's registration on a key's channel. Dropping it unregisters.
 #[derive(Debug)]
 pub(crate) struct Ticket {
     shared: Arc<Shared>,
     channel: String,
+    token: String,
     slot: Arc<Slot>,
-    /// Set when the holder of the ticket acquired the lock, so the next waiter only waits.
-    acquired: bool,
 }
 
 impl Waiters {
@@ -105,31 +103,19 @@ impl Waiters {
                 conn: tokio::sync::Mutex::new(None),
                 client,
                 timeout,
-                next_id: AtomicU64::new(0),
             }),
         }
     }
 
-    /// Whether some task of this client is already waiting on `channel`; a newcomer then
-    /// queues behind it instead of trying first.
-    pub(crate) fn has_queue(&self, channel: &str) -> bool {
-        lock_unpoisoned(&self.shared.state).channels.get(channel).is_some_and(|c| !c.queue.is_empty())
-    }
-
-    /// Joins the back of `channel`'s queue.
-    pub(crate) fn join(&self, channel: &str) -> Ticket {
-        let slot = Arc::new(Slot {
-            id: self.shared.next_id.fetch_add(1, Ordering::Relaxed),
-            signal: AtomicU8::new(NONE),
-            notify: Notify::new(),
-        });
-        lock_unpoisoned(&self.shared.state)
-            .channels
-            .entry(channel.to_owned())
-            .or_default()
-            .queue
-            .push_back(slot.clone());
-        Ticket { shared: self.shared.clone(), channel: channel.to_owned(), slot, acquired: false }
+    /// Registers a waiter for `key` that waits with `token`.
+    pub(crate) fn register(&self, key: &str, token: &str) -> Ticket {
+        let channel = keys::release_channel(key);
+        let mut state = lock_unpoisoned(&self.shared.state);
+        state.next_slot += 1;
+        let slot =
+            Arc::new(Slot { id: state.next_slot, woken: AtomicBool::new(false), notify: Notify::new() });
+        state.channels.entry(channel.clone()).or_default().slots.insert(token.to_owned(), slot.clone());
+        Ticket { shared: self.shared.clone(), channel, token: token.to_owned(), slot }
     }
 
     /// The number of channels with waiters or a subscription, and the number of waiting
@@ -139,43 +125,30 @@ impl Waiters {
         let waiters = state
             .channels
             .iter()
-            .filter(|(_, c)| !c.queue.is_empty())
-            .map(|(name, c)| (keys::key_of_channel(name).to_owned(), c.queue.len()))
+            .filter(|(_, c)| !c.slots.is_empty())
+            .map(|(name, c)| (keys::key_of_channel(name).to_owned(), c.slots.len()))
             .collect();
         (state.channels.len(), waiters)
     }
 }
 
 impl Ticket {
-    pub(crate) fn is_head(&self) -> bool {
-        lock_unpoisoned(&self.shared.state)
-            .channels
-            .get(&self.channel)
-            .and_then(|c| c.queue.front())
-            .is_some_and(|front| front.id == self.slot.id)
-    }
-
-    /// Waits for the next signal ([`PROMOTED`] or [`TRY_NOW`]).
-    pub(crate) async fn signaled(&self) -> u8 {
+    /// Waits until a hand-off to this waiter (or a reason to retry) is announced.
+    pub(crate) async fn woken(&self) {
         loop {
-            let signal = self.slot.signal.swap(NONE, Ordering::AcqRel);
-            if signal != NONE {
-                return signal;
+            let notified = self.slot.notify.notified();
+            if self.slot.woken.swap(false, Ordering::AcqRel) {
+                return;
             }
-            self.slot.notify.notified().await;
+            notified.await;
         }
-    }
-
-    /// Records that this waiter got the lock: its successor is promoted but does not retry
-    /// until the lock is released.
-    pub(crate) fn acquired(mut self) {
-        self.acquired = true;
     }
 
     /// Makes sure the client is subscribed to this ticket's channel, connecting the shared
     /// pub/sub connection if needed. Returns once Redis has confirmed the subscription, so a
-    /// release published after this returns is seen.
-    pub(crate) async fn ensure_subscribed(&self) -> Result<()> {
+    /// release published after this returns is heard; `true` if it subscribed just now (a
+    /// hand-off may have been announced before, so the caller should look at once).
+    pub(crate) async fn ensure_subscribed(&self) -> Result<bool> {
         let shared = &self.shared;
         let mut conn = shared.conn.lock().await;
         {
@@ -188,7 +161,7 @@ impl Ticket {
                 .map(|c| c.generation)
                 .filter(|g| state.live == Some(*g));
             if live.is_some() && state.channels.get(&self.channel).and_then(|c| c.subscribed) == live {
-                return Ok(());
+                return Ok(false);
             }
             if live.is_none() {
                 *conn = None;
@@ -197,7 +170,7 @@ impl Ticket {
         if conn.is_none() {
             *conn = Some(shared.connect().await?);
         }
-        let Some(c) = conn.as_mut() else { return Ok(()) };
+        let Some(c) = conn.as_mut() else { return Ok(true) };
         // Recorded before the round trip: if this future is dropped mid-way, the last waiter
         // to leave still sends the UNSUBSCRIBE (ordered after this SUBSCRIBE by the mutex).
         if let Some(channel) = lock_unpoisoned(&shared.state).channels.get_mut(&self.channel) {
@@ -210,7 +183,7 @@ impl Ticket {
             shared.reset(&mut conn);
             return Err(LockError::redis(format!("subscribing to `{}`", self.channel), e));
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -218,21 +191,20 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         let mut state = lock_unpoisoned(&self.shared.state);
         let Some(channel) = state.channels.get_mut(&self.channel) else { return };
-        let was_head = channel.queue.front().is_some_and(|f| f.id == self.slot.id);
-        channel.queue.retain(|s| s.id != self.slot.id);
-        if was_head && let Some(next) = channel.queue.front() {
-            // Pass on an unconsumed release message: the lock may be free right now.
-            let pending = self.slot.signal.load(Ordering::Acquire);
-            next.signal(if !self.acquired && pending == TRY_NOW { TRY_NOW } else { PROMOTED });
+        if channel.slots.get(&self.token).is_some_and(|s| s.id == self.slot.id) {
+            channel.slots.remove(&self.token);
         }
-        if channel.queue.is_empty() {
+        if channel.slots.is_empty() {
             if channel.subscribed.is_none() {
                 state.channels.remove(&self.channel);
             } else if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 drop(state);
                 let shared = self.shared.clone();
                 let name = self.channel.clone();
-                rt.spawn(async move { shared.unsubscribe_if_idle(name).await });
+                rt.spawn(async move {
+                    tokio::time::sleep(LINGER).await;
+                    shared.unsubscribe_if_idle(name).await;
+                });
             }
         }
     }
@@ -260,8 +232,13 @@ impl Shared {
             while let Some(msg) = stream.next().await {
                 let Some(shared) = weak.upgrade() else { return };
                 let state = lock_unpoisoned(&shared.state);
-                if let Some(head) = state.channels.get(msg.get_channel_name()).and_then(|c| c.queue.front()) {
-                    head.signal(TRY_NOW);
+                let Some(channel) = state.channels.get(msg.get_channel_name()) else { continue };
+                let token: String = msg.get_payload().unwrap_or_default();
+                match channel.slots.get(&token) {
+                    Some(slot) => slot.wake(),
+                    // Freed with lapsed tickets queued: whoever waits here may retry.
+                    None if token.is_empty() => channel.slots.values().for_each(|s| s.wake()),
+                    None => {}
                 }
             }
             // The connection is gone: forget it, and let every head retry (and resubscribe),
@@ -288,9 +265,7 @@ impl Shared {
             state.live = None;
         }
         for channel in state.channels.values() {
-            if let Some(head) = channel.queue.front() {
-                head.signal(TRY_NOW);
-            }
+            channel.slots.values().for_each(|s| s.wake());
         }
         tracing::debug!("lock pub/sub connection closed");
     }
@@ -301,7 +276,7 @@ impl Shared {
         let subscribed = {
             let mut state = lock_unpoisoned(&self.state);
             match state.channels.get(&channel) {
-                Some(c) if c.queue.is_empty() => {
+                Some(c) if c.slots.is_empty() => {
                     let subscribed = c.subscribed;
                     state.channels.remove(&channel);
                     subscribed.filter(|g| state.live == Some(*g))

@@ -121,19 +121,32 @@ impl Drop for Watchdog {
 
 async fn run(shared: Weak<Shared>) {
     let Some(interval) = shared.upgrade().map(|s| s.interval) else { return };
+    // Loaded before the first pass, so that pass does not fail with NOSCRIPT.
+    if let Some(client) = shared.upgrade() {
+        let _ = client.conn.load_script(&EXTEND).await;
+    }
     let mut next = Instant::now() + interval;
     loop {
         tokio::time::sleep_until(next).await;
         // The task holds the watchdog weakly: once the client is gone, renewal stops.
         let Some(client) = shared.upgrade() else { return };
         let ok = renew_all(&client).await;
-        next = Instant::now() + if ok { interval } else { interval.min(RETRY_AFTER_ERROR) };
+        // A fixed rate: a pass that took long does not push the next one back.
+        let now = Instant::now();
+        next = if ok { next + interval } else { now + interval.min(RETRY_AFTER_ERROR) };
+        if next < now {
+            next = now;
+        }
     }
 }
 
 /// One renewal pass over every held lock. Returns false if any batch failed.
 async fn renew_all(client: &Shared) -> bool {
-    let locks = client.snapshot();
+    // Locks acquired or renewed less than an interval ago keep until the next pass.
+    let mut locks = client.snapshot();
+    if let Some(fresh) = Instant::now().checked_sub(client.interval.mul_f64(0.9)) {
+        locks.retain(|s| s.renewed_at() <= fresh);
+    }
     let mut ok = true;
     for batch in locks.chunks(BATCH) {
         ok &= renew_batch(client, batch).await;

@@ -697,27 +697,43 @@ async fn flush_releases_waits_for_background_releases() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_free_lock_goes_to_the_oldest_waiter_and_a_dead_waiters_ticket_lapses() {
+async fn a_release_hands_the_lock_to_the_oldest_waiter_and_a_dead_waiter_costs_one_hand_off() {
     init_tracing();
     let server = RedisServer::start();
     let key = k("lock:queue");
     let (a, b) = (client(&server, "pod-1"), client(&server, "pod-2"));
-    // A waiter of another replica that died while queued: its ticket lapses in 1 s.
+    let held = a.lock(&key, LockOptions::new()).await.unwrap();
+    // A waiter of another replica that died while queued, ahead of b: its ticket is live.
     let now_ms: u64 = server.cli(&["TIME"]).lines().next().unwrap().parse::<u64>().unwrap() * 1000;
     let (queue, until) = (format!("{{{key}}}:waiters"), format!("{{{key}}}:waiters:until"));
     server.cli(&["RPUSH", &queue, "pod-9:dead"]);
-    server.cli(&["ZADD", &until, &(now_ms + 2000).to_string(), "pod-9:dead"]);
+    server.cli(&["ZADD", &until, &(now_ms + 5000).to_string(), "pod-9:dead"]);
 
-    // The lock is free, but it is owed to the older waiter: nobody barges in.
+    let waiter = tokio::spawn({
+        let (b, key) = (b.clone(), key.clone());
+        async move {
+            let guard = b.lock(&key, LockOptions::new().wait(Duration::from_secs(10))).await.unwrap();
+            (guard, Instant::now())
+        }
+    });
+    assert!(
+        wait_until(Duration::from_secs(2), || server.cli(&["LLEN", &queue]) == "2").await,
+        "b queued behind"
+    );
+    // The release hands the lock to the oldest waiter (the dead one): reserved, not free, so
+    // nobody barges in meanwhile.
+    let released_at = Instant::now();
+    assert!(held.release().await.unwrap());
+    assert_eq!(get(&server, &key), "pod-9:dead");
     let err = a.try_lock(&key, LockOptions::new()).await.unwrap_err();
     assert!(matches!(err, LockError::Held { .. }), "{err:?}");
-    // A waiter gets it once the dead ticket lapses, and not before.
-    let started = Instant::now();
-    let guard = b.lock(&key, LockOptions::new().wait(Duration::from_secs(10))).await.unwrap();
-    let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(500) && waited < Duration::from_secs(4), "{waited:?}");
+    // The reservation lapses after the hand-off time (the command timeout, 150 ms here) and
+    // the next waiter gets the lock.
+    let (guard, acquired_at) = waiter.await.unwrap();
+    let waited = acquired_at - released_at;
+    assert!(waited >= Duration::from_millis(100) && waited < Duration::from_secs(3), "{waited:?}");
     assert_eq!(get(&server, &key), guard.token());
     assert_eq!(server.cli(&["LRANGE", &queue, "0", "-1"]), "", "the queue is empty again");
-    guard.release().await.unwrap();
+    assert!(guard.release().await.unwrap());
     a.try_lock(&key, LockOptions::new()).await.expect("free and owed to nobody").release().await.unwrap();
 }

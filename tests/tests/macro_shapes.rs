@@ -111,7 +111,10 @@ async fn every_shape_runs_its_body_under_the_lock() {
     assert_eq!(skip_option(&client, 7).await, Some(7));
     skip_result(&client).await.unwrap();
     assert_eq!(fail_fast(&client, Order { product_id: 40, line: (1, 2) }).await.unwrap(), 42);
-    assert_eq!(waiting(&client).await.unwrap(), Some(1), "the fence is visible in the body");
+    assert!(
+        waiting(&client).await.unwrap().is_some_and(|fence| fence > 0),
+        "the fence is visible in the body"
+    );
     assert_eq!(generic(&client, 5u8).await.unwrap(), "5");
     assert_eq!(impl_trait_arg(&client, "x").await.unwrap(), "x");
 

@@ -1,0 +1,289 @@
+//! The client's liveness lease: one small key per client, renewed every third of its TTL,
+//! whose name every owner token carries. A caller that finds a lock held by a token whose
+//! liveness key is gone knows the holder is dead (crashed, or stalled past the TTL, in which
+//! case it has stopped trusting its guards) and may take the lock over at once, instead of
+//! waiting out the lock's own lease.
+//!
+//! The key is renewed with `SET ... XX`, so once it has expired it never comes back: a client
+//! that finds its key gone (it stalled longer than the TTL, or Redis lost its data) marks the
+//! guards of that identity lost and starts a new identity, with a new key, for later locks.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use deadpool_redis::redis;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::conn::Conn;
+use crate::error::Result;
+use crate::lock_unpoisoned;
+use crate::options::{drift, millis};
+
+/// Prefix of liveness keys: `lock-client:<instance>:<client id>`.
+const KEY_PREFIX: &str = "lock-client:";
+
+/// Hex digits of a client id.
+const CLIENT_ID_LEN: usize = 12;
+
+/// After a failed renewal, retry this soon (or at the regular interval, if shorter).
+const RETRY_AFTER_ERROR: Duration = Duration::from_millis(250);
+
+/// Remembered verdicts about other clients' liveness; cleared when it grows past this.
+const CACHE_LIMIT: usize = 10_000;
+
+/// One identity of a client: the owner prefix of its tokens and its liveness key. Guards hold
+/// it to cap their validity by the liveness lease.
+#[derive(Debug)]
+pub(crate) struct Identity {
+    /// `<instance>:<client id>`: the start of every owner token of this identity.
+    pub(crate) owner: String,
+    key: String,
+    base: Instant,
+    /// Local deadline of the liveness lease, in ns after `base`; only moves forward.
+    deadline_nanos: AtomicU64,
+    /// The key was found gone: every guard of this identity is lost.
+    dead: AtomicBool,
+    /// Woken when the identity dies.
+    pub(crate) died: Notify,
+}
+
+impl Identity {
+    fn new(instance: &str) -> Self {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let owner = format!("{instance}:{}", &id[..CLIENT_ID_LEN]);
+        let key = format!("{KEY_PREFIX}{owner}");
+        Identity {
+            owner,
+            key,
+            base: Instant::now(),
+            deadline_nanos: AtomicU64::new(0),
+            dead: AtomicBool::new(false),
+            died: Notify::new(),
+        }
+    }
+
+    /// Until when this identity's liveness key is known to exist (minus a drift allowance).
+    pub(crate) fn deadline(&self) -> Instant {
+        self.base + Duration::from_nanos(self.deadline_nanos.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Acquire)
+    }
+
+    fn usable(&self) -> bool {
+        !self.is_dead() && Instant::now() < self.deadline()
+    }
+
+    fn extend_from(&self, sent_at: Instant, ttl: Duration) {
+        let until = (sent_at + ttl.saturating_sub(drift(ttl))).saturating_duration_since(self.base);
+        let nanos = u64::try_from(until.as_nanos()).unwrap_or(u64::MAX);
+        self.deadline_nanos.fetch_max(nanos, Ordering::AcqRel);
+    }
+
+    fn kill(&self) {
+        if !self.dead.swap(true, Ordering::AcqRel) {
+            tracing::warn!(key = %self.key, "this client's liveness lease expired (a stall longer than its TTL, or Redis lost its data): its locks may have been taken over and are lost");
+            self.died.notify_waiters();
+        }
+    }
+}
+
+/// The liveness key of the client that owns `token`, if the token has this crate's form
+/// `<instance>:<12 hex>:<uuid>`. Anything else (a kept `...:released` value, a foreign value)
+/// has none and is never taken over.
+pub(crate) fn owner_of(token: &str) -> Option<&str> {
+    let (owner, lock_id) = token.rsplit_once(':')?;
+    let (_, client_id) = owner.rsplit_once(':')?;
+    let is_hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+    (is_hex(client_id, CLIENT_ID_LEN) && is_hex(lock_id, 36)).then_some(owner)
+}
+
+/// The liveness key of `owner`.
+pub(crate) fn key_of(owner: &str) -> String {
+    format!("{KEY_PREFIX}{owner}")
+}
+
+/// A client's liveness lease and what it knows about other clients'.
+#[derive(Debug)]
+pub(crate) struct Liveness {
+    shared: Arc<Shared>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    conn: Arc<Conn>,
+    instance: String,
+    ttl: Duration,
+    current: Mutex<Arc<Identity>>,
+    /// Serialises the creation of a new identity's key.
+    creating: tokio::sync::Mutex<()>,
+    /// Other owners known alive until then.
+    alive_until: Mutex<HashMap<String, Instant>>,
+    renewals: AtomicU64,
+}
+
+impl Liveness {
+    pub(crate) fn new(conn: Arc<Conn>, instance: String, ttl: Duration) -> Self {
+        let current = Mutex::new(Arc::new(Identity::new(&instance)));
+        let shared = Shared {
+            conn,
+            instance,
+            ttl,
+            current,
+            creating: tokio::sync::Mutex::new(()),
+            alive_until: Mutex::default(),
+            renewals: AtomicU64::new(0),
+        };
+        Liveness { shared: Arc::new(shared), task: Mutex::new(None) }
+    }
+
+    /// The identity to acquire with: its liveness key exists and is being renewed. Creates
+    /// the key (one round trip) on first use, and a new identity after the old one died.
+    pub(crate) async fn identity(&self) -> Result<Arc<Identity>> {
+        let current = lock_unpoisoned(&self.shared.current).clone();
+        if current.usable() {
+            return Ok(current);
+        }
+        let _creating = self.shared.creating.lock().await;
+        let mut identity = lock_unpoisoned(&self.shared.current).clone();
+        if identity.usable() {
+            return Ok(identity);
+        }
+        // Never created, dead, or its deadline passed (the process stalled): a stale identity
+        // may already be considered dead by others, so a new one is made.
+        if identity.deadline_nanos.load(Ordering::Acquire) != 0 {
+            identity.kill();
+            identity = Arc::new(Identity::new(&self.shared.instance));
+        }
+        let ttl = millis(self.shared.ttl, "liveness TTL")?;
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(&identity.key).arg(1).arg("PX").arg(ttl);
+        let sent_at = Instant::now();
+        self.shared.conn.query::<()>(&cmd, || "creating this client's liveness key".to_owned()).await?;
+        identity.extend_from(sent_at, self.shared.ttl);
+        *lock_unpoisoned(&self.shared.current) = identity.clone();
+        self.start_renewing();
+        Ok(identity)
+    }
+
+    fn start_renewing(&self) {
+        let mut task = lock_unpoisoned(&self.task);
+        if task.as_ref().is_none_or(JoinHandle::is_finished) {
+            *task = Some(tokio::spawn(renew(Arc::downgrade(&self.shared))));
+        }
+    }
+
+    /// Whether the client owning `holder` (a token) is known dead: its liveness key is gone.
+    /// Tokens without an owner, and this client's own, are never dead. One round trip unless
+    /// the owner was seen alive recently.
+    pub(crate) async fn is_dead(&self, holder: &str) -> Result<bool> {
+        let Some(owner) = owner_of(holder) else { return Ok(false) };
+        if owner == lock_unpoisoned(&self.shared.current).owner {
+            return Ok(false);
+        }
+        let now = Instant::now();
+        if lock_unpoisoned(&self.shared.alive_until).get(owner).is_some_and(|until| now < *until) {
+            return Ok(false);
+        }
+        let mut cmd = redis::cmd("PTTL");
+        cmd.arg(key_of(owner));
+        let pttl: i64 =
+            self.shared.conn.query(&cmd, || "checking a lock holder's liveness".to_owned()).await?;
+        if pttl == -2 {
+            return Ok(true);
+        }
+        // -1 (no expiry: not ours to judge) counts as alive for a second.
+        let alive_for = u64::try_from(pttl).map_or(Duration::from_secs(1), Duration::from_millis);
+        let mut cache = lock_unpoisoned(&self.shared.alive_until);
+        if cache.len() >= CACHE_LIMIT {
+            cache.retain(|_, until| now < *until);
+            if cache.len() >= CACHE_LIMIT {
+                cache.clear();
+            }
+        }
+        cache.insert(owner.to_owned(), now + alive_for);
+        Ok(false)
+    }
+
+    /// Liveness renewals sent so far.
+    pub(crate) fn renewals(&self) -> u64 {
+        self.shared.renewals.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Liveness {
+    fn drop(&mut self) {
+        if let Some(task) = lock_unpoisoned(&self.task).take() {
+            task.abort();
+        }
+    }
+}
+
+/// Renews the current identity's key every third of the TTL, at a fixed rate.
+async fn renew(shared: Weak<Shared>) {
+    let Some(interval) = shared.upgrade().map(|s| s.ttl / 3) else { return };
+    let mut next = Instant::now() + interval;
+    loop {
+        tokio::time::sleep_until(next).await;
+        let Some(shared) = shared.upgrade() else { return };
+        let identity = lock_unpoisoned(&shared.current).clone();
+        let ok = renew_once(&shared, &identity).await;
+        let now = Instant::now();
+        next = if ok { next + interval } else { now + interval.min(RETRY_AFTER_ERROR) };
+        // After a stall, start again from now rather than firing every missed pass.
+        if next < now {
+            next = now;
+        }
+    }
+}
+
+async fn renew_once(shared: &Shared, identity: &Identity) -> bool {
+    if identity.is_dead() {
+        return true;
+    }
+    let Ok(ttl) = millis(shared.ttl, "liveness TTL") else { return false };
+    let mut cmd = redis::cmd("SET");
+    cmd.arg(&identity.key).arg(1).arg("XX").arg("PX").arg(ttl);
+    let sent_at = Instant::now();
+    shared.renewals.fetch_add(1, Ordering::Relaxed);
+    match shared.conn.query::<Option<String>>(&cmd, || "renewing this client's liveness key".to_owned()).await
+    {
+        Ok(Some(_)) => {
+            identity.extend_from(sent_at, shared.ttl);
+            true
+        }
+        Ok(None) => {
+            identity.kill();
+            true
+        }
+        Err(e) => {
+            tracing::warn!(instance = %shared.instance, error = %e, "liveness renewal failed; retrying");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_is_found_only_in_this_crates_tokens() {
+        let token = "pod-1:0123456789ab:3f2a9c1b-7d4e-4a1b-9c2d-0123456789ab";
+        assert_eq!(owner_of(token), Some("pod-1:0123456789ab"));
+        assert_eq!(
+            owner_of("a:b:c:0123456789ab:3f2a9c1b-7d4e-4a1b-9c2d-0123456789ab"),
+            Some("a:b:c:0123456789ab")
+        );
+        assert_eq!(owner_of(&format!("{token}:released")), None);
+        assert_eq!(owner_of("pod-1:3f2a9c1b-7d4e-4a1b-9c2d-0123456789ab"), None);
+        assert_eq!(owner_of("anything"), None);
+        assert_eq!(key_of("pod-1:0123456789ab"), "lock-client:pod-1:0123456789ab");
+    }
+}

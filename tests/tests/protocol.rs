@@ -1,0 +1,315 @@
+//! Protocol v2 against a real redis-server: the one-command uncontended path, hand-off to the
+//! named waiter across clients, crash takeover through liveness leases (real processes), no
+//! orphaned lock after a Redis stall, and fence counters that expire yet keep increasing.
+//!
+//! Every test starts its own server: they pause it, or read server-wide command counters.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use lock_core::{LockClient, LockError, LockOptions, LossReason};
+use tests::harness::{RedisServer, init_tracing, wait_until};
+
+fn client_with(server: &RedisServer, instance: &str, timeout: Duration, liveness: Duration) -> LockClient {
+    LockClient::builder()
+        .url(server.url())
+        .instance_id(instance)
+        .command_timeout(timeout)
+        .liveness_ttl(liveness)
+        .build()
+        .expect("valid client configuration")
+}
+
+fn client(server: &RedisServer, instance: &str) -> LockClient {
+    client_with(server, instance, Duration::from_millis(300), Duration::from_secs(6))
+}
+
+fn get(server: &RedisServer, key: &str) -> String {
+    server.cli(&["GET", key])
+}
+
+/// Calls of each command since the last `CONFIG RESETSTAT`, script-internal ones included.
+fn calls(server: &RedisServer, command: &str) -> u64 {
+    let info = server.cli(&["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().expect("numeric calls"))
+}
+
+fn all_calls(server: &RedisServer) -> u64 {
+    server
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter_map(|l| l.split("calls=").nth(1))
+        .filter_map(|rest| rest.split(',').next())
+        .map(|n| n.parse::<u64>().expect("numeric calls"))
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_acquisition_is_one_plain_command() {
+    init_tracing();
+    let server = RedisServer::start();
+    let a = client(&server, "pod-1");
+    // The first acquisition also creates the client's liveness key; scripts get loaded.
+    a.try_lock("lock:warm", LockOptions::new()).await.unwrap().release().await.unwrap();
+    a.try_lock("lock:warm", LockOptions::new().fencing(true)).await.unwrap().release().await.unwrap();
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    for _ in 0..20 {
+        let guard = a.try_lock("lock:plain", LockOptions::new()).await.unwrap();
+        assert!(guard.release().await.unwrap());
+    }
+    assert_eq!(calls(&server, "set"), 20, "one SET NX PX GET per acquisition");
+    assert_eq!(calls(&server, "eval") + calls(&server, "evalsha"), 20, "scripts only for the releases");
+    // Fenced acquisitions are scripted.
+    a.try_lock("lock:fenced", LockOptions::new().fencing(true)).await.unwrap().release().await.unwrap();
+    assert_eq!(calls(&server, "evalsha"), 22);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_only_the_named_waiter_of_another_client() {
+    init_tracing();
+    let server = RedisServer::start();
+    let key = "lock:handoff";
+    const CLIENTS: usize = 6;
+    const ROUNDS: usize = 5;
+    let clients: Vec<LockClient> = (0..CLIENTS).map(|i| client(&server, &format!("pod-{i}"))).collect();
+    for c in &clients {
+        c.try_lock("lock:warm", LockOptions::new()).await.unwrap().release().await.unwrap();
+    }
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let holder = Arc::new(AtomicUsize::new(usize::MAX));
+    let handoffs_to_other = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for (i, c) in clients.iter().enumerate() {
+        let (c, holder, to_other) = (c.clone(), holder.clone(), handoffs_to_other.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..ROUNDS {
+                let guard = c.lock(key, LockOptions::new().wait(Duration::from_secs(20))).await.unwrap();
+                if holder.swap(i, Ordering::SeqCst) != i {
+                    to_other.fetch_add(1, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                assert_eq!(holder.load(Ordering::SeqCst), i, "nobody else held it meanwhile");
+                assert!(guard.release().await.unwrap());
+            }
+        }));
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(30), task).await.expect("all rounds finish").unwrap();
+    }
+    let acquisitions = (CLIENTS * ROUNDS) as u64;
+    let commands = all_calls(&server);
+    assert!(
+        commands <= 25 * acquisitions,
+        "{commands} Redis commands for {acquisitions} acquisitions: a release must not wake every client"
+    );
+    assert!(
+        handoffs_to_other.load(Ordering::SeqCst) >= CLIENTS * ROUNDS * 3 / 4,
+        "hand-offs go to other clients"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nobody_barges_in_while_a_lock_is_handed_over() {
+    init_tracing();
+    let server = RedisServer::start();
+    let key = "lock:nobarge";
+    let (a, b, c) = (client(&server, "pod-1"), client(&server, "pod-2"), client(&server, "pod-3"));
+    let held = a.lock(key, LockOptions::new()).await.unwrap();
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move { b.lock(key, LockOptions::new().wait(Duration::from_secs(10))).await }
+    });
+    assert!(
+        wait_until(Duration::from_secs(2), || server.cli(&["LLEN", "{lock:nobarge}:waiters"]) == "1").await
+    );
+    // Fail-fast callers racing the release never get the lock ahead of the waiter.
+    let racers: Vec<_> = (0..10)
+        .map(|_| {
+            let c = c.clone();
+            tokio::spawn(async move { c.try_lock(key, LockOptions::new()).await })
+        })
+        .collect();
+    assert!(held.release().await.unwrap());
+    let guard = waiter.await.unwrap().expect("the waiter gets it");
+    for racer in racers {
+        if let Ok(g) = racer.await.unwrap() {
+            // Only possible once the waiter released, which it has not.
+            panic!("a racer took the lock ahead of the waiter: {g:?}");
+        }
+    }
+    assert_eq!(get(&server, key), guard.token());
+}
+
+/// Spawns `lock_holder` with a long watchdog lease and a short liveness TTL; returns the child
+/// and the token it holds.
+async fn spawn_holder(server: &RedisServer, key: &str, liveness_ms: u64) -> (std::process::Child, String) {
+    let mut holder = std::process::Command::new(env!("CARGO_BIN_EXE_lock_holder"))
+        .args([server.url(), key.to_owned(), "30000".into(), liveness_ms.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn lock_holder");
+    let stdout = holder.stdout.take().expect("piped stdout");
+    let line = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut line).map(|_| line)
+    });
+    let line = tokio::time::timeout(Duration::from_secs(10), line)
+        .await
+        .expect("holder acquires")
+        .expect("reader")
+        .expect("a line");
+    let token = line.trim().strip_prefix("acquired ").expect("acquired line").to_owned();
+    (holder, token)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_holders_lock_is_taken_over_within_the_liveness_ttl() {
+    init_tracing();
+    let server = RedisServer::start();
+    let liveness = Duration::from_millis(1000);
+    let (mut holder, token) = spawn_holder(&server, "lock:crash-wait", 1000).await;
+    let waiter_client = client(&server, "pod-2");
+    let waiter = tokio::spawn({
+        let c = waiter_client.clone();
+        async move {
+            let guard = c.lock("lock:crash-wait", LockOptions::new().wait(Duration::from_secs(20))).await;
+            (guard, Instant::now())
+        }
+    });
+    // Alive: the holder keeps it (its liveness key is renewed) well past its liveness TTL.
+    assert!(!wait_until(3 * liveness, || get(&server, "lock:crash-wait") != token).await);
+    holder.kill().expect("kill -9 the holder");
+    holder.wait().unwrap();
+    let killed = Instant::now();
+    let (guard, acquired_at) =
+        tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("taken over").unwrap();
+    let guard = guard.expect("the waiter gets the dead holder's lock");
+    let after = acquired_at - killed;
+    assert!(
+        after <= liveness + Duration::from_secs(1),
+        "taken over {after:?} after the crash, lease was 30 s"
+    );
+    assert_eq!(get(&server, "lock:crash-wait"), guard.token());
+    assert!(
+        server.cli(&["PTTL", "lock:crash-wait"]).parse::<i64>().unwrap() > 20_000,
+        "a full lease of its own"
+    );
+
+    // A fail-fast caller (a scheduler replica at its next tick) takes over a dead holder too.
+    let (mut holder, _) = spawn_holder(&server, "lock:crash-skip", 1000).await;
+    holder.kill().expect("kill -9 the holder");
+    holder.wait().unwrap();
+    let killed = Instant::now();
+    let replica = client(&server, "pod-3");
+    let mut taken = None;
+    while taken.is_none() && killed.elapsed() < Duration::from_secs(5) {
+        match replica.try_lock("lock:crash-skip", LockOptions::new()).await {
+            Ok(guard) => taken = Some(guard),
+            Err(LockError::Held { .. }) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(taken.is_some(), "taken over by a fail-fast caller");
+    assert!(killed.elapsed() <= liveness + Duration::from_secs(1), "{:?}", killed.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_whose_liveness_key_is_gone_loses_its_locks_and_starts_afresh() {
+    init_tracing();
+    let server = RedisServer::start();
+    let a = client_with(&server, "pod-1", Duration::from_millis(100), Duration::from_millis(600));
+    let guard = a.lock("lock:alive", LockOptions::new()).await.unwrap();
+    let owner = guard.token().rsplit_once(':').unwrap().0.to_owned();
+    let liveness_key = format!("lock-client:{owner}");
+    assert_eq!(server.cli(&["EXISTS", &liveness_key]), "1");
+    assert!(a.stats().liveness_renewals == 0 || guard.is_held());
+    // As if the process had stalled past the TTL: the key is gone; the next renewal sees it.
+    server.cli(&["DEL", &liveness_key]);
+    let reason = tokio::time::timeout(Duration::from_secs(2), guard.lost()).await.expect("loss is detected");
+    assert_eq!(reason, LossReason::Expired);
+    assert!(!guard.is_held());
+    drop(guard);
+    // Another client may take it over; this one comes back under a new identity.
+    let b = client(&server, "pod-2");
+    let taken = b.try_lock("lock:alive", LockOptions::new()).await.expect("taken over");
+    let again = a.lock("lock:other", LockOptions::new()).await.unwrap();
+    assert!(!again.token().starts_with(&owner), "a new identity: {}", again.token());
+    assert!(again.is_held());
+    drop((taken, again));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_stall_leaves_no_orphaned_lock() {
+    init_tracing();
+    let server = RedisServer::start();
+    let a = client_with(&server, "pod-1", Duration::from_millis(500), Duration::from_secs(6));
+    a.try_lock("lock:warm", LockOptions::new()).await.unwrap().release().await.unwrap();
+    server.pause();
+    let err = a.try_lock("lock:x", LockOptions::new()).await.expect_err("redis is stalled");
+    assert!(err.is_transient(), "{err}");
+    tokio::time::sleep(Duration::from_millis(1500)).await; // the stall goes on (the scenario itself)
+    server.resume();
+    let resumed = Instant::now();
+    // The buffered SET runs when Redis resumes; the clean-up, retried, deletes it.
+    assert!(
+        wait_until(Duration::from_secs(1), || get(&server, "lock:x") == "(nil)").await,
+        "still orphaned {:?} after the resume: {}",
+        resumed.elapsed(),
+        get(&server, "lock:x")
+    );
+    let guard = a.try_lock("lock:x", LockOptions::new()).await.expect("free again");
+    assert!(guard.release().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_recognises_its_own_late_success_after_a_stall() {
+    init_tracing();
+    let server = RedisServer::start();
+    let a = client_with(&server, "pod-1", Duration::from_millis(300), Duration::from_secs(6));
+    a.try_lock("lock:warm", LockOptions::new()).await.unwrap().release().await.unwrap();
+    server.pause();
+    let waiter = tokio::spawn({
+        let a = a.clone();
+        async move { a.lock("lock:y", LockOptions::new().wait(Duration::from_secs(10))).await }
+    });
+    tokio::time::sleep(Duration::from_millis(800)).await; // tries time out meanwhile
+    server.resume();
+    let guard =
+        tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("acquires").unwrap().unwrap();
+    assert_eq!(get(&server, "lock:y"), guard.token(), "the key holds the guard's own token");
+    assert!(guard.release().await.unwrap());
+    assert_eq!(get(&server, "lock:y"), "(nil)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fence_counters_expire_yet_fences_keep_increasing() {
+    init_tracing();
+    let server = RedisServer::start();
+    let (a, b) = (client(&server, "pod-1"), client(&server, "pod-2"));
+    let fenced = LockOptions::new().fencing(true).lease(Duration::from_millis(200));
+    let mut fences = Vec::new();
+    for round in 0..3 {
+        let client = if round % 2 == 0 { &a } else { &b };
+        let guard = client.lock("lock:fence", fenced.clone()).await.unwrap();
+        fences.push(guard.fence().unwrap());
+        let pttl: i64 = server.cli(&["PTTL", "{lock:fence}:fence"]).parse().unwrap();
+        assert!(pttl > 0 && pttl <= 200, "the counter expires: {pttl}");
+        assert!(guard.release().await.unwrap());
+        // The counter's own expiry passes before the next acquisition.
+        assert!(
+            wait_until(Duration::from_secs(2), || server.cli(&["EXISTS", "{lock:fence}:fence"]) == "0").await
+        );
+    }
+    // A counter ahead of the clock (many acquisitions within a microsecond) counts on.
+    server.cli(&["SET", "{lock:fence}:fence", "4999999999999999"]);
+    let guard = a.lock("lock:fence", fenced.clone()).await.unwrap();
+    fences.push(guard.fence().unwrap());
+    assert_eq!(fences.last(), Some(&5_000_000_000_000_000));
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "strictly increasing: {fences:?}");
+}
