@@ -10,7 +10,7 @@ mod signal;
 pub use clock::{Clock, OffsetClock, SystemClock};
 pub use job::{Job, JobOutput, RunContext};
 pub use report::{RunOutcome, RunReport, ShutdownReport};
-pub use schedule::{CatchUp, ON_TIME, Schedule, ScheduleError};
+pub use schedule::{CatchUp, CronField, ON_TIME, Schedule, ScheduleError};
 pub use scheduler::{DEFAULT_SHUTDOWN_GRACE, Scheduler, SchedulerBuilder, SchedulerError, SchedulerHandle};
 pub use signal::{ShutdownSignal, shutdown_signal};
 
