@@ -225,6 +225,7 @@ impl Driver {
             "shutting down: waiting up to {:?} for the running job",
             deadline.saturating_duration_since(Instant::now())
         );
+        let grace_deadline = deadline;
         let mut watching = true;
         loop {
             tokio::select! {
@@ -237,12 +238,17 @@ impl Driver {
                 },
             }
         }
-        self.cancel(run).await;
+        let why = if deadline < grace_deadline {
+            "the shutdown was forced"
+        } else {
+            "the job was still running at the end of the shutdown grace period"
+        };
+        self.cancel(run, why).await;
         RunEnd::Cancelled
     }
 
     /// Cancels the run: dropping its future drops its lock guard, which releases the lock.
-    async fn cancel(&self, mut run: Running) {
+    async fn cancel(&self, mut run: Running, why: &str) {
         run.handle.abort();
         let _ = (&mut run.handle).await;
         run.span.record("outcome", "cancelled");
@@ -251,8 +257,7 @@ impl Driver {
                 job = %self.job.name,
                 tick = %self.local(run.slot).to_rfc3339(),
                 outcome = "cancelled",
-                "the job was still running when the shutdown's grace period ended or the shutdown \
-                 was forced; cancelled it and released its lock"
+                "{why}: cancelled the running job and released its lock"
             );
         });
         self.shared.report(&self.job, run.slot, run.fired_at, RunOutcome::Cancelled, Duration::ZERO);

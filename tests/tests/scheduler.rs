@@ -649,7 +649,9 @@ async fn sigterm_says_at_once_what_it_waits_for_and_a_second_sigterm_forces_the_
         "released at the forced exit, not left to expire"
     );
     let lines = stderr.all().await;
-    let cancelled = lines.iter().find(|l| l.contains("cancelled it and released its lock"));
+    let cancelled = lines
+        .iter()
+        .find(|l| l.contains("the shutdown was forced: cancelled the running job and released its lock"));
     let cancelled = cancelled.unwrap_or_else(|| panic!("{lines:#?}"));
     assert!(cancelled.contains("job=replica-job") && cancelled.contains("instance=pod-force"), "{cancelled}");
 }
