@@ -31,9 +31,11 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use examples::redis::{Redis, RedisSource};
-use lock_core::{LockClient, distributed_lock};
+use lock_core::{LockClient, distributed_lock, redis};
 use scheduler::chrono::{DateTime, Utc};
-use scheduler::{Job, RunOutcome, RunReport, Schedule, Scheduler, ShutdownReport, ShutdownSignals, Tz};
+use scheduler::{
+    Job, RunContext, RunOutcome, RunReport, Schedule, Scheduler, ShutdownReport, ShutdownSignals, Tz,
+};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 use tokio::sync::Notify;
@@ -53,6 +55,10 @@ const DEMO_CRON: &str = "*/2 * * * * *";
 const REPORT_WORK: Duration = Duration::from_millis(300);
 /// How long Redis has to answer the start-up PING.
 const REDIS_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+/// Where the job records the last tick whose report it generated (epoch ms).
+const LAST_GENERATED: &str = "report:daily:last-generated";
+/// It expires like every key the demo writes: two days.
+const LAST_GENERATED_TTL_S: u64 = 2 * 24 * 60 * 60;
 
 const USAGE: &str = "\
 usage: daily_report [--replicas N] [--cron EXPR] [--ticks N] [--time-zone TZ]
@@ -154,12 +160,35 @@ fn describe(error: &anyhow::Error) -> String {
 // ---------------------------------------------------------------------------------------------
 // one replica
 
-/// The report job. Every replica calls it each tick; the lock lets one through.
+/// The report job. Every replica calls it each tick; the lock lets one through. Generating
+/// the report ends with storing which tick it covers (where a real job would store the
+/// report), so that a replica that skips the tick can tell "being generated" from "done".
 #[distributed_lock(key = "lock:daily-report", skip_if_held)]
-async fn generate_daily_report(pod: &str, tick: &str) -> anyhow::Result<Option<()>> {
-    println!("[{pod}] {STARTING} (tick {tick})");
+async fn generate_daily_report(ctx: &RunContext, store: &LockClient) -> anyhow::Result<Option<()>> {
+    let pod = ctx.instance();
+    println!("[{pod}] {STARTING} (tick {})", tick_label(ctx.local_slot()));
     tokio::time::sleep(REPORT_WORK).await;
+    let mut conn = store.pool().get().await?;
+    redis::cmd("SET")
+        .arg(LAST_GENERATED)
+        .arg(ctx.tick())
+        .arg("EX")
+        .arg(LAST_GENERATED_TTL_S)
+        .query_async::<()>(&mut conn)
+        .await?;
     Ok(Some(()))
+}
+
+/// Whether the report of `tick` (epoch ms) has been stored.
+async fn report_generated(store: &LockClient, tick: i64) -> anyhow::Result<bool> {
+    let mut conn = store.pool().get().await?;
+    let last: Option<i64> = redis::cmd("GET").arg(LAST_GENERATED).query_async(&mut conn).await?;
+    Ok(last.is_some_and(|last| last >= tick))
+}
+
+/// `10:00:04`: how the demo names a tick.
+fn tick_label(slot: DateTime<Tz>) -> String {
+    slot.format("%H:%M:%S").to_string()
 }
 
 /// One replica: a scheduler with the daily-report job, until `--ticks` ticks or SIGTERM.
@@ -170,17 +199,20 @@ async fn replica(instance: String, args: Args) -> anyhow::Result<()> {
     client.install_default();
 
     let cron = args.cron.clone().unwrap_or_else(|| DEPLOYMENT_CRON.to_owned());
-    let mut job = Job::with_context(JOB, cron.as_str(), |ctx| async move {
-        let tick = ctx.local_slot().format("%H:%M:%S").to_string();
-        generate_daily_report(ctx.instance(), &tick).await
+    let store = client.clone();
+    let mut job = Job::with_context(JOB, cron.as_str(), move |ctx| {
+        let store = store.clone();
+        async move { generate_daily_report(&ctx, &store).await }
     });
     if let Some(tz) = &args.time_zone {
         job = job.time_zone(tz.as_str());
     }
-    let scheduler = Scheduler::builder().client(client).job(job).build()?;
+    let scheduler = Scheduler::builder().client(client.clone()).job(job).build()?;
     ensure_reachable(&redis).await?;
+    // Without --ticks it runs until a signal: listen before saying it is up.
+    let signals = if args.ticks.is_none() { Some(ShutdownSignals::install()?) } else { None };
     let schedule = scheduler.schedule(JOB).context("the job's schedule")?.clone();
-    let tally = Tally::follow(&scheduler, &instance, schedule.time_zone(), args.ticks);
+    let tally = Tally::follow(&scheduler, &client, &instance, schedule.time_zone(), args.ticks);
     match args.from.and_then(DateTime::from_timestamp_millis) {
         // Started by the demo: begin just before the agreed first tick, so that every replica
         // counts the same ticks (a scheduler never runs slots from before its start).
@@ -199,9 +231,9 @@ async fn replica(instance: String, args: Args) -> anyhow::Result<()> {
             );
         }
     }
-    let report = match args.ticks {
-        Some(_) => scheduler.run_until(tally.all_ticks_settled()).await?,
-        None => run_until_signal(scheduler, &instance).await?,
+    let report = match signals {
+        None => scheduler.run_until(tally.all_ticks_settled()).await?,
+        Some(signals) => run_until_signal(scheduler, signals, &instance).await?,
     };
     if args.from.is_none() {
         println!("[{instance}] stopped{}", stop_details(&report));
@@ -224,10 +256,9 @@ fn shared_redis() -> anyhow::Result<Redis> {
 
 /// Fails with a message naming the Redis (its password hidden) and the error if it does not
 /// answer a PING: otherwise every run would fail, one log line at a time.
-async fn ensure_reachable(redis: &Redis) -> anyhow::Result<()> {
-    use lock_core::redis;
+async fn ensure_reachable(server: &Redis) -> anyhow::Result<()> {
     let ping = async {
-        let client = redis::Client::open(redis.url())?;
+        let client = redis::Client::open(server.url())?;
         let mut conn = client.get_multiplexed_async_connection().await?;
         redis::cmd("PING").query_async::<String>(&mut conn).await
     };
@@ -236,18 +267,21 @@ async fn ensure_reachable(redis: &Redis) -> anyhow::Result<()> {
         Ok(Err(e)) => e.to_string(),
         Err(_) => format!("no answer within {REDIS_CHECK_TIMEOUT:?}"),
     };
-    let hint = match redis.source() {
+    let hint = match server.source() {
         RedisSource::Env => "; check REDIS_URL and that the server is running",
         _ => "",
     };
-    bail!("Redis is unreachable at {redis}: {problem}{hint}")
+    bail!("Redis is unreachable at {server}: {problem}{hint}")
 }
 
 /// Runs until SIGTERM or Ctrl-C, then shuts down and says so on the console: at once, what it
 /// waits for; on a second signal, that it cancels the running report (its lock is still
 /// released). `Scheduler::run_until_signal` does the same, reporting through `tracing`.
-async fn run_until_signal(scheduler: Scheduler, pod: &str) -> anyhow::Result<ShutdownReport> {
-    let mut signals = ShutdownSignals::install()?;
+async fn run_until_signal(
+    scheduler: Scheduler,
+    mut signals: ShutdownSignals,
+    pod: &str,
+) -> anyhow::Result<ShutdownReport> {
     let handle = scheduler.start().await?;
     let signal = signals.recv().await;
     match handle.running_jobs().len() {
@@ -294,15 +328,21 @@ struct Tally {
 
 impl Tally {
     /// Follows the reports of `scheduler` (subscribed before it starts).
-    fn follow(scheduler: &Scheduler, pod: &str, tz: Tz, ticks: Option<u32>) -> Arc<Tally> {
+    fn follow(
+        scheduler: &Scheduler,
+        store: &LockClient,
+        pod: &str,
+        tz: Tz,
+        ticks: Option<u32>,
+    ) -> Arc<Tally> {
         let tally = Arc::new(Tally { ticks, ..Tally::default() });
         let mut reports = scheduler.subscribe();
-        let (this, pod) = (tally.clone(), pod.to_owned());
+        let (this, store, pod) = (tally.clone(), store.clone(), pod.to_owned());
         tokio::spawn(async move {
             loop {
                 match reports.recv().await {
                     Ok(report) => {
-                        print_outcome(&pod, tz, &report);
+                        print_outcome(&pod, tz, &report, &store).await;
                         this.count(&report);
                     }
                     Err(RecvError::Lagged(_)) => {}
@@ -345,11 +385,21 @@ impl Tally {
 
 /// One line per tick this replica skipped. The job prints [`STARTING`] when it runs; failed,
 /// missed and cancelled runs are logged by the scheduler as errors and warnings.
-fn print_outcome(pod: &str, tz: Tz, report: &RunReport) {
-    let tick = report.slot.with_timezone(&tz).format("%H:%M:%S");
+///
+/// A skipped tick is either *held* (another instance holds the report's lock: it is generating
+/// a report) or *claimed* (another instance took this tick; it may still be generating it, so
+/// the stored report decides which message is true).
+async fn print_outcome(pod: &str, tz: Tz, report: &RunReport, store: &LockClient) {
+    let tick = tick_label(report.slot.with_timezone(&tz));
     match &report.outcome {
         RunOutcome::SkippedHeld => println!("[{pod}] {SKIPPING_HELD} (tick {tick})"),
-        RunOutcome::SkippedTickDone => println!("[{pod}] {SKIPPING_DONE} (tick {tick})"),
+        RunOutcome::SkippedTickDone => match report_generated(store, report.tick).await {
+            Ok(true) => println!("[{pod}] {SKIPPING_DONE} (tick {tick})"),
+            Ok(false) => println!("[{pod}] {SKIPPING_HELD} (tick {tick})"),
+            Err(e) => {
+                println!("[{pod}] This tick was claimed by another instance, skipping (tick {tick}; {e})")
+            }
+        },
         RunOutcome::SkippedStillRunning => {
             println!("[{pod}] The previous report is still being generated here, skipping (tick {tick})");
         }

@@ -142,31 +142,39 @@ async fn a_skipped_tick_says_whether_the_report_is_being_generated_or_already_wa
     let _keys = DAILY_REPORT_KEYS.lock().await;
     let redis = Redis::start_quiet().expect("a Redis for the test");
     let mut conn = connect(&redis);
-    let args = ["--ticks", "2", "--cron", "* * * * * *"];
+    let far_future = "9000000000000000";
+    let replica = async |pod: &str| {
+        let args = ["--instance", pod, "--ticks", "2", "--cron", "* * * * * *"];
+        let (output, stdout, stderr) = run(example(&args, Some(redis.url())), Duration::from_secs(60)).await;
+        assert!(output.status.success(), "{stdout}\n{stderr}");
+        let count = |message: &str| stdout.matches(&format!("[{pod}] {message} (tick ")).count();
+        (count(SKIPPING_HELD), count(SKIPPING_DONE), count(STARTING), stdout)
+    };
 
-    // Every tick already claimed (a tick far in the future is the last claimed one).
-    redis_cmd(&mut conn, &["SET", "{lock:daily-report}:tick", "9000000000000000"]);
-    let (output, done, stderr) = run(
-        example(&[&["--instance", "pod-2"][..], &args].concat(), Some(redis.url())),
-        Duration::from_secs(60),
-    )
-    .await;
+    // Every tick claimed by another instance, and its report stored: already generated.
+    redis_cmd(&mut conn, &["SET", "{lock:daily-report}:tick", far_future]);
+    redis_cmd(&mut conn, &["SET", "report:daily:last-generated", far_future]);
+    let (held, done, ran, stdout) = replica("pod-2").await;
+    assert_eq!((held, done, ran), (0, 2, 0), "{stdout}");
+
+    // Claimed, but the report not stored yet: the other instance is still generating it.
+    redis_cmd(&mut conn, &["DEL", "report:daily:last-generated"]);
+    let (held, done, ran, stdout) = replica("pod-3").await;
+    assert_eq!((held, done, ran), (2, 0, 0), "{stdout}");
+
+    // The lock held by another instance (no tick claimed): it is generating a report.
     redis_cmd(&mut conn, &["DEL", "{lock:daily-report}:tick"]);
-    assert!(output.status.success(), "{done}\n{stderr}");
-    assert_eq!(done.matches(&format!("[pod-2] {SKIPPING_DONE} (tick ")).count(), 2, "{done}");
-    assert!(!done.contains(SKIPPING_HELD) && !done.contains(STARTING), "{done}");
-
-    // The lock held by another instance.
     redis_cmd(&mut conn, &["SET", "lock:daily-report", "pod-9:1:1", "PX", "60000"]);
-    let (output, held, stderr) = run(
-        example(&[&["--instance", "pod-3"][..], &args].concat(), Some(redis.url())),
-        Duration::from_secs(60),
-    )
-    .await;
+    let (held, done, ran, stdout) = replica("pod-4").await;
     redis_cmd(&mut conn, &["DEL", "lock:daily-report"]);
-    assert!(output.status.success(), "{held}\n{stderr}");
-    assert_eq!(held.matches(&format!("[pod-3] {SKIPPING_HELD} (tick ")).count(), 2, "{held}");
-    assert!(!held.contains(SKIPPING_DONE) && !held.contains(STARTING), "{held}");
+    assert_eq!((held, done, ran), (2, 0, 0), "{stdout}");
+
+    // Free: this replica generates both reports and records them.
+    let (held, done, ran, stdout) = replica("pod-5").await;
+    assert_eq!((held, done, ran), (0, 0, 2), "{stdout}");
+    let last: i64 = redis::cmd("GET").arg("report:daily:last-generated").query(&mut conn).expect("GET");
+    assert!(last > 0 && last % 1000 == 0, "the last generated tick is stored: {last}");
+    redis_cmd(&mut conn, &["DEL", "{lock:daily-report}:tick", "report:daily:last-generated"]);
 }
 
 #[tokio::test]
@@ -192,14 +200,19 @@ async fn an_instance_prints_its_next_run_and_stops_on_sigterm() {
     let mut cmd = example(&["--instance", "pod-1"], Some(redis.url()));
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start the example");
     let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    let stderr = child.stderr.take().expect("piped stderr");
+    let stderr = tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = tokio::io::AsyncReadExt::read_to_string(&mut BufReader::new(stderr), &mut text).await;
+        text
+    });
     let mut next_line = async || {
         tokio::time::timeout(Duration::from_secs(30), lines.next_line())
             .await
             .expect("a line within 30 s")
             .expect("read stdout")
-            .expect("a line before exit")
     };
-    let scheduling = next_line().await;
+    let scheduling = next_line().await.expect("the scheduling line");
     assert!(
         scheduling
             .starts_with("[pod-1] scheduling the daily report on \"0 0 2 * * *\" (UTC); next run at 20"),
@@ -209,9 +222,11 @@ async fn an_instance_prints_its_next_run_and_stops_on_sigterm() {
 
     let pid = child.id().expect("running").to_string();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
-    assert_eq!(next_line().await, "[pod-1] SIGTERM received, stopping");
-    assert_eq!(next_line().await, "[pod-1] stopped");
+    let said = [next_line().await, next_line().await];
     let status =
         tokio::time::timeout(Duration::from_secs(10), child.wait()).await.expect("exits").expect("status");
-    assert!(status.success(), "{status}");
+    let stderr = stderr.await.expect("stderr reader");
+    let expected = ["[pod-1] SIGTERM received, stopping", "[pod-1] stopped"].map(|l| Some(l.to_owned()));
+    assert_eq!(said, expected, "stderr:\n{stderr}");
+    assert!(status.success(), "{status}\n{stderr}");
 }
