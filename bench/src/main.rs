@@ -56,7 +56,7 @@ use lock_core::{LockClient, LockClientBuilder};
 
 use crate::cycles::{Conns, Variant};
 use crate::report::Report;
-use crate::server::{CmdStats, PrivateServer};
+use crate::server::CmdStats;
 
 const USAGE: &str = "\
 usage: lockbench [--quick] [--explain] [--only s1,s2,s3,s4] [--json FILE] [--locks N] [--lease-ms MS]
@@ -207,14 +207,11 @@ impl Bench {
 
 fn main() -> Result<()> {
     let args = parse_args()?;
-    let (server, url) = match std::env::var("REDIS_URL") {
-        Ok(url) if !url.trim().is_empty() => (None, url),
-        _ => {
-            let server = PrivateServer::start()?;
-            let url = server.url.clone();
-            (Some(server), url)
-        }
-    };
+    // REDIS_URL, else a private redis-server from PATH (no container fallback: the bench
+    // measures a local server). Stopped when `redis` is dropped.
+    let redis = redis_fixture::Redis::start_quiet()?;
+    let url = redis.url().to_owned();
+    let private = redis.source() != &redis_fixture::RedisSource::Env;
     let result = if let Some(variant) = args.callgrind {
         // One thread, so instruction counts do not depend on scheduling.
         tokio::runtime::Builder::new_current_thread()
@@ -229,7 +226,7 @@ fn main() -> Result<()> {
             .context("building the tokio runtime")?;
         let result = runtime.block_on(async {
             tokio::select! {
-                result = bench(url, &args, server.is_some()) => result,
+                result = bench(url, &args, private) => result,
                 signal = interrupted() => signal,
             }
         });
@@ -237,7 +234,7 @@ fn main() -> Result<()> {
         runtime.shutdown_timeout(Duration::from_millis(500));
         result
     };
-    drop(server);
+    drop(redis);
     result
 }
 

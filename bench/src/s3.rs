@@ -63,13 +63,13 @@ pub(crate) async fn run(b: &Bench, report: &mut Report, locks: usize, lease: Dur
         .await?;
     let acquire_time = t_acquire.elapsed();
     let rss_acquired = rss_kib()?;
-    if client.renewing() != locks {
-        bail!("the watchdog renews {} locks, expected {locks}", client.renewing());
+    if client.stats().renewing != locks {
+        bail!("the watchdog renews {} locks, expected {locks}", client.stats().renewing);
     }
 
     eprintln!("  S3: holding them for {hold:?} ({periods} lease periods)");
     let before = b.stats().await?;
-    let renewals_before = client.renewals_sent();
+    let renewals_before = client.stats().renewals_sent;
     let start = Instant::now();
     let end = start + hold;
     let mut last: Vec<Instant> = guards.iter().map(LockGuard::valid_until).collect();
@@ -86,7 +86,7 @@ pub(crate) async fn run(b: &Bench, report: &mut Report, locks: usize, lease: Dur
     while Instant::now() < end {
         tokio::time::sleep(SAMPLE_EVERY).await;
         let now = Instant::now();
-        let c = client.renewals_sent();
+        let c = client.stats().renewals_sent;
         if c != counter {
             if last_change.is_none_or(|t| now - t > PASS_GAP) {
                 passes.push((now, counter));
@@ -117,7 +117,7 @@ pub(crate) async fn run(b: &Bench, report: &mut Report, locks: usize, lease: Dur
         }
     }
     let elapsed = start.elapsed();
-    let renewals = client.renewals_sent() - renewals_before;
+    let renewals = client.stats().renewals_sent - renewals_before;
     let cmds = b.stats().await?.since(&before);
     let rss_held = rss_kib()?;
 

@@ -1,77 +1,10 @@
-//! The Redis under test: `REDIS_URL`, or a private `redis-server` started from `PATH`, and
-//! the server-side counters (`INFO commandstats`) the scenarios read.
+//! The server-side counters (`INFO commandstats`, `INFO cpu`) the scenarios read. The Redis
+//! under test comes from the workspace's Redis fixture (`redis_fixture::Redis`).
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use lock_core::redis::{self, aio::MultiplexedConnection};
-
-/// A private `redis-server` on a free loopback port in a temporary directory; killed and its
-/// directory removed on drop.
-pub(crate) struct PrivateServer {
-    child: Child,
-    dir: PathBuf,
-    pub(crate) url: String,
-}
-
-impl PrivateServer {
-    /// Starts `redis-server` from `PATH` (no persistence) and waits until it answers.
-    pub(crate) fn start() -> Result<Self> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .context("finding a free loopback port")?
-            .port();
-        let dir = std::env::temp_dir().join(format!("lockbench-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context(
-                "starting redis-server from PATH (install it, e.g. `apt-get install redis-server`, \
-                 or set REDIS_URL)",
-            )?;
-        let mut server = PrivateServer { child, dir, url: format!("redis://127.0.0.1:{port}/") };
-        server.wait_ready()?;
-        Ok(server)
-    }
-
-    fn wait_ready(&mut self) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let client = redis::Client::open(self.url.as_str()).context("parsing the private server URL")?;
-        loop {
-            if let Some(status) = self.child.try_wait().context("polling redis-server")? {
-                bail!("redis-server exited at startup ({status})");
-            }
-            let ping = client
-                .get_connection_with_timeout(Duration::from_millis(200))
-                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
-            match ping {
-                Ok(_) => return Ok(()),
-                Err(e) if Instant::now() >= deadline => {
-                    return Err(e).context("redis-server did not answer PING within 10 s");
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(20)),
-            }
-        }
-    }
-}
-
-impl Drop for PrivateServer {
-    fn drop(&mut self) {
-        // Killing our own child by its handle: never a broad name match.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// Server and client counters at one moment: `INFO commandstats` as command name ->
 /// (calls, usec), the server's CPU time (`INFO cpu`) and this process's CPU time.

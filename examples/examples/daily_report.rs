@@ -30,8 +30,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use examples::redis::{Redis, RedisSource};
 use lock_core::{LockClient, distributed_lock, redis};
+use redis_fixture::{Redis, RedisSource};
 use scheduler::chrono::{DateTime, Utc};
 use scheduler::{
     Job, RunContext, RunOutcome, RunReport, Schedule, Scheduler, ShutdownReport, ShutdownSignals, Tz,

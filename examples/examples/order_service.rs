@@ -25,8 +25,7 @@ use examples::order_service::scenarios::{
     self, Locking, RushReport, StallReport, StallStep, ThroughputReport, connect_replicas,
 };
 use examples::order_service::{OrderService, STALLING_LEASE};
-use examples::redis::Redis;
-use examples::temp::TempDir;
+use redis_fixture::Redis;
 
 const USAGE: &str = "\
 usage: order_service [SCENARIO] [--no-lock] [--replicas N] [--stock N] [--orders N] [--hold MS] [--db PATH]
@@ -152,7 +151,8 @@ async fn main() -> anyhow::Result<()> {
     let db = match &args.db {
         Some(path) => path.clone(),
         None => {
-            temp = TempDir::new("order-service").context("creating a temporary directory")?;
+            temp =
+                tempfile::TempDir::with_prefix("order-service-").context("creating a temporary directory")?;
             temp.path().join("inventory.db")
         }
     };

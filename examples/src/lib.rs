@@ -1,11 +1,9 @@
 //! Shared code of the examples.
 //!
-//! - [`redis`]: the Redis an example runs against (`REDIS_URL`, else a private
-//!   `redis-server`), used by every example.
 //! - [`order_service`]: the order service of `examples/order_service` — per-product locks with
 //!   fencing over an SQLite inventory — and its scenarios, shared with the tests.
-//! - [`temp`]: a temporary directory removed on drop.
+//!
+//! The Redis every example runs against (`REDIS_URL`, else a private `redis-server`, else a
+//! container) comes from the workspace's Redis fixture: [`redis_fixture::Redis`].
 
 pub mod order_service;
-pub mod redis;
-pub mod temp;

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use examples::redis::Redis;
 use lock_core::redis;
+use redis_fixture::Redis;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 

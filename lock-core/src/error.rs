@@ -1,6 +1,8 @@
-//! The one error type of the crate.
+//! The one error type of the crate, and the classification of Redis errors.
 
 use std::time::Duration;
+
+use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind};
 
 /// Everything that can go wrong when taking, holding or releasing a lock.
 ///
@@ -9,7 +11,7 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum LockError {
     /// The lock is held by someone else and the caller asked not to wait.
-    #[error("lock `{key}` is held by another owner (it frees in at most {remaining:?})")]
+    #[error("lock `{key}` is held by another owner{}", frees_in(remaining))]
     Held {
         /// The lock's key.
         key: String,
@@ -45,6 +47,19 @@ pub enum LockError {
         reason: LossReason,
     },
 
+    /// Redis refused this client's credentials, or asked for some: a wrong or missing
+    /// password or user, or an ACL user not allowed a command or key. Never transient.
+    #[error("redis refused access while {action}: {hint} ({source})")]
+    Auth {
+        /// What the client was doing.
+        action: String,
+        /// What to check.
+        hint: &'static str,
+        /// The underlying error.
+        #[source]
+        source: deadpool_redis::redis::RedisError,
+    },
+
     /// Redis could not be reached or a command failed.
     #[error("redis command failed while {action}: {source}")]
     Redis {
@@ -77,9 +92,9 @@ pub enum LockError {
     NotConfigured,
 
     /// The key cannot be used as a lock key.
-    #[error("invalid lock key {key:?}: {reason}")]
+    #[error("invalid lock key {}: {reason}", shortened(key))]
     InvalidKey {
-        /// The rejected key.
+        /// The rejected key (in full; the message shows at most its first 64 characters).
         key: String,
         /// What is wrong with it.
         reason: &'static str,
@@ -111,15 +126,21 @@ impl std::fmt::Display for LossReason {
 }
 
 impl LockError {
+    /// A failed Redis command; credential problems become [`LockError::Auth`].
     pub(crate) fn redis(action: impl Into<String>, source: deadpool_redis::redis::RedisError) -> Self {
-        LockError::Redis { action: action.into(), source }
+        let action = action.into();
+        match auth_hint(&source) {
+            Some(hint) => LockError::Auth { action, hint, source },
+            None => LockError::Redis { action, source },
+        }
     }
 
     /// Whether this error may go away by itself: Redis unreachable, a connection dropped, a
     /// command timed out, the server loading its data or failing over.
     pub fn is_transient(&self) -> bool {
         match self {
-            LockError::Redis { source, .. } => crate::client::is_transient(source),
+            LockError::Redis { source, .. } => is_transient(source),
+            LockError::Auth { .. } => false,
             LockError::Pool { .. } => true,
             _ => false,
         }
@@ -133,5 +154,91 @@ impl LockError {
     }
 }
 
+/// " (it frees in at most 1.5s)", or nothing when Redis reported no expiry.
+fn frees_in(remaining: &Option<Duration>) -> String {
+    match remaining {
+        Some(d) => format!(" (it frees in at most {d:.1?})"),
+        None => String::new(),
+    }
+}
+
+/// A key as error messages show it: quoted, and cut after 64 characters so that a huge key
+/// does not flood logs.
+fn shortened(key: &str) -> String {
+    const SHOWN: usize = 64;
+    match key.char_indices().nth(SHOWN) {
+        None => format!("{key:?}"),
+        Some((end, _)) => format!("{:?}... ({} bytes)", &key[..end], key.len()),
+    }
+}
+
+/// What to tell the user about a credential error, or `None` if `e` is not one.
+fn auth_hint(e: &RedisError) -> Option<&'static str> {
+    if e.code() == Some("NOAUTH") || e.to_string().contains("unauthenticated") {
+        Some(
+            "the server requires a password: put it in the URL, redis://:PASSWORD@host:port/ (or redis://USER:PASSWORD@... for an ACL user)",
+        )
+    } else if e.code() == Some("NOPERM") {
+        Some("the ACL user lacks a permission the lock client needs (see README, \"ACL\")")
+    } else if is_auth_error(e) {
+        Some("check the user and password in the Redis URL")
+    } else {
+        None
+    }
+}
+
 /// Shorthand for results of this crate.
 pub type Result<T, E = LockError> = std::result::Result<T, E>;
+
+/// Whether `e` means the connection it came from is unusable: the caller drops it and the
+/// next command connects again.
+pub(crate) fn is_connection_error(e: &RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+        // A failover behind a stable address leaves us on a replica: reconnect.
+        || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+}
+
+/// Errors that may go away by themselves: connection trouble, or a server that is loading its
+/// data or failing over. An authentication failure is not one of them: retrying a wrong
+/// password until a deadline only hides the real problem.
+pub(crate) fn is_transient(e: &RedisError) -> bool {
+    if is_auth_error(e) {
+        return false;
+    }
+    is_connection_error(e)
+        || e.is_timeout()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading | ServerErrorKind::TryAgain | ServerErrorKind::MasterDown
+            )
+        )
+}
+
+/// A refused or missing password (`WRONGPASS`, `NOAUTH`, or a failed AUTH at connect).
+pub(crate) fn is_auth_error(e: &RedisError) -> bool {
+    e.kind() == ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+        || e.to_string().contains("WRONGPASS")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_short_and_readable() {
+        let held = LockError::Held { key: "k".into(), remaining: Some(Duration::from_millis(28_140)) };
+        assert_eq!(held.to_string(), "lock `k` is held by another owner (it frees in at most 28.1s)");
+        let held = LockError::Held { key: "k".into(), remaining: None };
+        assert_eq!(held.to_string(), "lock `k` is held by another owner");
+        let huge =
+            LockError::InvalidKey { key: "x".repeat(1 << 20), reason: "the key is longer than 1024 bytes" };
+        let message = huge.to_string();
+        assert!(message.len() < 200, "{message}");
+        assert!(message.contains("1048576 bytes"), "{message}");
+    }
+}

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::LockClient;
 use crate::error::{LossReason, Result};
+use crate::release::Releaser;
 use crate::state::LockState;
 
 /// Proof that this process holds a lock.
@@ -18,19 +18,26 @@ use crate::state::LockState;
 /// background at once, so the lock frees within a round trip instead of at lease expiry.
 ///
 /// A guard obtained for a key that the current task already holds through
-/// [`LockClient::with_lock`] (or an annotated fn) is *nested*: it shares the outer hold, and
+/// [`LockClient::with_lock`](crate::LockClient::with_lock) (or an annotated fn) is *nested*: it shares the outer hold, and
 /// releasing or dropping it touches neither Redis nor the outer hold.
 #[must_use = "dropping a LockGuard releases the lock at once"]
 pub struct LockGuard {
     state: Arc<LockState>,
-    client: LockClient,
+    releaser: Arc<Releaser>,
     nested: bool,
     done: bool,
 }
 
 impl LockGuard {
-    pub(crate) fn new(state: Arc<LockState>, client: LockClient, nested: bool) -> Self {
-        LockGuard { state, client, nested, done: false }
+    /// The guard of a lock just acquired.
+    pub(crate) fn new(state: Arc<LockState>, releaser: Arc<Releaser>) -> Self {
+        releaser.guard_created();
+        LockGuard { state, releaser, nested: false, done: false }
+    }
+
+    /// A guard sharing an outer hold of the same task.
+    pub(crate) fn nested(state: Arc<LockState>, releaser: Arc<Releaser>) -> Self {
+        LockGuard { state, releaser, nested: true, done: false }
     }
 
     pub(crate) fn state(&self) -> &Arc<LockState> {
@@ -88,40 +95,22 @@ impl LockGuard {
 
     /// Releases the lock. Returns whether it was still ours: `false` means it had expired or
     /// been taken over, so the protected work ran (partly) unprotected.
+    #[must_use = "`false` means the work ran (partly) without the lock"]
     ///
     /// With a minimum hold (`at_least`) the key is kept until the minimum has passed instead
     /// of being deleted. A nested guard touches nothing and reports whether the outer hold is
     /// still valid.
     pub async fn release(mut self) -> Result<bool> {
-        self.done = true;
         if self.nested {
+            self.done = true;
             return Ok(self.state.is_held());
         }
         // If this future is dropped before the release is done (a timeout around it, a
-        // cancelled caller), finish it in the background as Drop would have.
-        let pending = PendingRelease { guard: &self, armed: true };
-        let result = self.client.inner().release(&self.state).await;
-        pending.disarm();
+        // cancelled caller), `done` is still false and Drop releases in the background.
+        let result = self.releaser.release(&self.state).await;
+        self.done = true;
+        self.releaser.guard_done();
         result
-    }
-}
-
-struct PendingRelease<'a> {
-    guard: &'a LockGuard,
-    armed: bool,
-}
-
-impl PendingRelease<'_> {
-    fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for PendingRelease<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.guard.client.inner().release_in_background(&self.guard.state);
-        }
     }
 }
 
@@ -130,7 +119,8 @@ impl Drop for LockGuard {
         if self.done || self.nested {
             return;
         }
-        self.client.inner().release_in_background(&self.state);
+        self.releaser.guard_done();
+        self.releaser.release_in_background(&self.state);
     }
 }
 

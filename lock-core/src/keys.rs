@@ -50,9 +50,17 @@ pub(crate) fn aux(key: &str, suffix: &str) -> String {
     aux
 }
 
+/// Suffix of the pub/sub channel on which releases of a key are announced.
+const RELEASED: &str = ":released";
+
 /// The pub/sub channel on which releases of `key` are announced.
 pub(crate) fn release_channel(key: &str) -> String {
-    format!("{key}:released")
+    format!("{key}{RELEASED}")
+}
+
+/// The lock key whose releases `channel` announces.
+pub(crate) fn key_of_channel(channel: &str) -> &str {
+    channel.strip_suffix(RELEASED).unwrap_or(channel)
 }
 
 #[cfg(test)]

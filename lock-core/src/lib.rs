@@ -3,12 +3,16 @@
 #[doc(hidden)]
 #[path = "macro_support.rs"]
 pub mod __private;
+mod acquire;
+mod builder;
 mod client;
+mod conn;
 mod error;
 mod guard;
 mod keys;
 mod options;
 mod outcome;
+mod release;
 mod scope;
 mod scripts;
 mod section;
@@ -19,10 +23,11 @@ mod watchdog;
 
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub use client::{
+pub use builder::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_WAIT_BACKOFF, DEFAULT_WAIT_BACKOFF, DEFAULT_WATCHDOG_LEASE,
-    LockClient, LockClientBuilder,
+    LockClientBuilder,
 };
+pub use client::{ClientStats, LockClient};
 pub use error::{LockError, LossReason, Result};
 pub use guard::LockGuard;
 pub use keys::MAX_KEY_LEN;

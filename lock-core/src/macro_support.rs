@@ -5,12 +5,24 @@ use std::future::Future;
 
 use crate::client::LockClient;
 use crate::error::{LockError, Result};
-use crate::options::LockOptions;
+use crate::options::MIN_LEASE;
 use crate::outcome::{LockResult, Skippable};
 use crate::scope;
 use crate::section;
 
-pub use crate::outcome::{LockResult as __LockResult, Skippable as __Skippable};
+// The expansion reaches everything through this module (`use <crate>::__private as ..;`), so
+// that a wrong `crate = "..."` path is one unresolved import.
+pub use crate::options::{LockOptions, OnLost};
+
+/// Checks `lease = "..."` against [`MIN_LEASE`] at compile time: the expansion calls it in a
+/// `const` item, and a const-evaluation panic is a compile error at the caller, the lease's
+/// literal.
+#[track_caller]
+pub const fn check_lease_millis(lease_ms: u64) {
+    if (lease_ms as u128) < MIN_LEASE.as_millis() {
+        panic!("`lease` is shorter than lock_core::MIN_LEASE, the shortest lease a lock accepts");
+    }
+}
 
 /// What the macro knows about one call: everything but the body.
 #[derive(Debug, Clone)]
@@ -44,7 +56,7 @@ pub async fn run<R: LockResult, F: Future<Output = R>>(client: Result<LockClient
         Ok(client) => client,
         Err(e) => return R::lock_failed(e),
     };
-    match section::run(&client, &spec.key, spec.options, scope::claim_tick(), body).await.result {
+    match section::run(client.core(), &spec.key, spec.options, scope::claim_tick(), body).await.result {
         Ok(output) => output,
         Err(e) => R::lock_failed(e),
     }
@@ -60,7 +72,7 @@ pub async fn run_skip<R: Skippable, F: Future<Output = R>>(
         Ok(client) => client,
         Err(e) => return R::lock_failed(e),
     };
-    let section = section::run(&client, &spec.key, spec.options, scope::claim_tick(), body).await;
+    let section = section::run(client.core(), &spec.key, spec.options, scope::claim_tick(), body).await;
     match section.result {
         Ok(output) => output,
         Err(LockError::TickClaimed { .. }) => R::skipped(),

@@ -130,6 +130,15 @@ impl LockOptions {
     }
 }
 
+/// A client's settings, validated by the builder.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientConfig {
+    pub(crate) instance_id: String,
+    pub(crate) watchdog_lease: Duration,
+    /// Initial and longest fallback retry interval of a waiter.
+    pub(crate) backoff: (Duration, Duration),
+}
+
 /// Checks that a lease is usable: at least [`MIN_LEASE`] and representable in milliseconds.
 pub(crate) fn validate_lease(lease: Duration, what: &str) -> Result<()> {
     if lease < MIN_LEASE {

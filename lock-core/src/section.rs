@@ -4,8 +4,9 @@
 //! their bodies through here, so they treat a held lock and a lost lock the same way.
 
 use std::future::Future;
+use std::sync::Arc;
 
-use crate::client::{Attempt, LockClient};
+use crate::acquire::{Attempt, Core};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::options::{LockOptions, OnLost};
@@ -24,7 +25,7 @@ pub(crate) struct Section<T> {
 /// [`scope::claim_tick`], or given), claims it with the lock and reports the outcome to the
 /// enclosing tick scope.
 pub(crate) async fn run<F: Future>(
-    client: &LockClient,
+    client: &Arc<Core>,
     key: &str,
     options: LockOptions,
     tick: Option<i64>,
@@ -68,12 +69,7 @@ pub(crate) async fn run<F: Future>(
 
 /// Runs `body` under `guard`, then releases it. With [`OnLost::Cancel`], a loss drops the body
 /// at its next await and becomes [`LockError::Lost`].
-async fn hold<F: Future>(
-    client: &LockClient,
-    guard: LockGuard,
-    on_lost: OnLost,
-    body: F,
-) -> Result<F::Output> {
+async fn hold<F: Future>(client: &Core, guard: LockGuard, on_lost: OnLost, body: F) -> Result<F::Output> {
     let state = guard.state().clone();
     let body = scope::enter(client.scope_id(), state.clone(), body);
     let output = match on_lost {

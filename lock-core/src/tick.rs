@@ -85,7 +85,8 @@ impl LockClient {
         fut: F,
     ) -> Result<TickRun<F::Output>> {
         // Its own scope, so that the outcome is not reported to an enclosing run's scope.
-        let (section, _) = scope::tick_scope(tick, section::run(self, key, options, Some(tick), fut)).await;
+        let (section, _) =
+            scope::tick_scope(tick, section::run(self.core(), key, options, Some(tick), fut)).await;
         match section.result {
             Ok(output) => Ok(TickRun::Ran(output)),
             Err(LockError::TickClaimed { tick, .. }) => Ok(TickRun::ClaimedElsewhere { last_tick: tick }),

@@ -6,7 +6,7 @@
 //! release costs one acquisition attempt per client, not one per waiting task, and the lock
 //! passes between a client's tasks in arrival order.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::error::{LockError, Result};
+use crate::keys;
 use crate::lock_unpoisoned;
 
 /// The signal a waiter receives. Higher values win when two arrive before it looks.
@@ -131,14 +132,17 @@ impl Waiters {
         Ticket { shared: self.shared.clone(), channel: channel.to_owned(), slot, acquired: false }
     }
 
-    /// Number of this client's tasks queued on `channel`.
-    pub(crate) fn queued(&self, channel: &str) -> usize {
-        lock_unpoisoned(&self.shared.state).channels.get(channel).map_or(0, |c| c.queue.len())
-    }
-
-    /// Number of channels with waiters or a subscription, for tests and diagnostics.
-    pub(crate) fn channels(&self) -> usize {
-        lock_unpoisoned(&self.shared.state).channels.len()
+    /// The number of channels with waiters or a subscription, and the number of waiting
+    /// tasks per lock key.
+    pub(crate) fn snapshot(&self) -> (usize, BTreeMap<String, usize>) {
+        let state = lock_unpoisoned(&self.shared.state);
+        let waiters = state
+            .channels
+            .iter()
+            .filter(|(_, c)| !c.queue.is_empty())
+            .map(|(name, c)| (keys::key_of_channel(name).to_owned(), c.queue.len()))
+            .collect();
+        (state.channels.len(), waiters)
     }
 }
 

@@ -10,7 +10,7 @@ use deadpool_redis::redis::{self, ErrorKind, ServerErrorKind};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::client::ClientInner;
+use crate::conn::Conn;
 use crate::error::LossReason;
 use crate::lock_unpoisoned;
 use crate::options::millis;
@@ -45,34 +45,65 @@ impl Hasher for IdHasher {
     }
 }
 
-#[derive(Debug, Default)]
+/// Renews a client's watchdog locks; the task runs while any is held.
+#[derive(Debug)]
 pub(crate) struct Watchdog {
-    held: Mutex<HashMap<u64, Arc<LockState>, BuildHasherDefault<IdHasher>>>,
+    shared: Arc<Shared>,
     task: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// What the renewal task reads.
+#[derive(Debug)]
+struct Shared {
+    conn: Arc<Conn>,
+    instance: String,
+    interval: Duration,
+    held: Mutex<HashMap<u64, Arc<LockState>, BuildHasherDefault<IdHasher>>>,
     /// Renewal script calls sent, for observability and benchmarks.
-    pub(crate) renewals: AtomicU64,
+    renewals: AtomicU64,
 }
 
 impl Watchdog {
+    /// A watchdog renewing through `conn` every third of `lease`.
+    pub(crate) fn new(conn: Arc<Conn>, instance: String, lease: Duration) -> Self {
+        let shared = Shared {
+            conn,
+            instance,
+            interval: lease / 3,
+            held: Mutex::default(),
+            renewals: AtomicU64::new(0),
+        };
+        Watchdog { shared: Arc::new(shared), task: Mutex::new(None) }
+    }
+
     /// Starts renewing `state`; starts the renewal task if it is not running (first lock, or
     /// the runtime that ran it has gone).
-    pub(crate) fn register(&self, client: &Arc<ClientInner>, state: Arc<LockState>) {
-        lock_unpoisoned(&self.held).insert(state.id, state);
+    pub(crate) fn register(&self, state: Arc<LockState>) {
+        lock_unpoisoned(&self.shared.held).insert(state.id, state);
         let mut task = lock_unpoisoned(&self.task);
         if task.as_ref().is_none_or(JoinHandle::is_finished) {
-            let weak = Arc::downgrade(client);
-            let interval = client.config.watchdog_lease / 3;
-            *task = Some(tokio::spawn(run(weak, interval)));
+            *task = Some(tokio::spawn(run(Arc::downgrade(&self.shared))));
         }
     }
 
     pub(crate) fn unregister(&self, id: u64) {
-        lock_unpoisoned(&self.held).remove(&id);
+        self.shared.unregister(id);
     }
 
     /// Number of locks being renewed.
     pub(crate) fn len(&self) -> usize {
-        lock_unpoisoned(&self.held).len()
+        lock_unpoisoned(&self.shared.held).len()
+    }
+
+    /// Renewal script calls sent so far.
+    pub(crate) fn renewals(&self) -> u64 {
+        self.shared.renewals.load(Ordering::Relaxed)
+    }
+}
+
+impl Shared {
+    fn unregister(&self, id: u64) {
+        lock_unpoisoned(&self.held).remove(&id);
     }
 
     fn snapshot(&self) -> Vec<Arc<LockState>> {
@@ -88,20 +119,21 @@ impl Drop for Watchdog {
     }
 }
 
-async fn run(client: Weak<ClientInner>, interval: Duration) {
+async fn run(shared: Weak<Shared>) {
+    let Some(interval) = shared.upgrade().map(|s| s.interval) else { return };
     let mut next = Instant::now() + interval;
     loop {
         tokio::time::sleep_until(next).await;
-        // The task holds the client weakly: once the last handle is gone, renewal stops.
-        let Some(client) = client.upgrade() else { return };
+        // The task holds the watchdog weakly: once the client is gone, renewal stops.
+        let Some(client) = shared.upgrade() else { return };
         let ok = renew_all(&client).await;
         next = Instant::now() + if ok { interval } else { interval.min(RETRY_AFTER_ERROR) };
     }
 }
 
 /// One renewal pass over every held lock. Returns false if any batch failed.
-async fn renew_all(client: &Arc<ClientInner>) -> bool {
-    let locks = client.watchdog.snapshot();
+async fn renew_all(client: &Shared) -> bool {
+    let locks = client.snapshot();
     let mut ok = true;
     for batch in locks.chunks(BATCH) {
         ok &= renew_batch(client, batch).await;
@@ -109,7 +141,7 @@ async fn renew_all(client: &Arc<ClientInner>) -> bool {
     ok
 }
 
-async fn renew_batch(client: &Arc<ClientInner>, batch: &[Arc<LockState>]) -> bool {
+async fn renew_batch(client: &Shared, batch: &[Arc<LockState>]) -> bool {
     let mut batch: Vec<&Arc<LockState>> = batch.iter().filter(|s| s.is_active()).collect();
     if batch.is_empty() {
         return true;
@@ -118,7 +150,7 @@ async fn renew_batch(client: &Arc<ClientInner>, batch: &[Arc<LockState>]) -> boo
     if result.as_ref().is_ok_and(|replies| replies.iter().any(is_noscript)) {
         // The server lost its script cache (restart, SCRIPT FLUSH): load it and send again,
         // without the locks released meanwhile.
-        if client.load_script(&EXTEND).await.is_ok() {
+        if client.conn.load_script(&EXTEND).await.is_ok() {
             batch.retain(|s| s.is_active());
             if batch.is_empty() {
                 return true;
@@ -129,7 +161,7 @@ async fn renew_batch(client: &Arc<ClientInner>, batch: &[Arc<LockState>]) -> boo
     let replies = match result {
         Ok(replies) => replies,
         Err(e) => {
-            tracing::warn!(error = %e, locks = batch.len(), instance = %client.config.instance_id, "lock renewal failed; retrying");
+            tracing::warn!(error = %e, locks = batch.len(), instance = %client.instance, "lock renewal failed; retrying");
             expire_overdue(client, &batch);
             return false;
         }
@@ -152,18 +184,18 @@ async fn renew_batch(client: &Arc<ClientInner>, batch: &[Arc<LockState>]) -> boo
                 if let Err(e) = reply {
                     tracing::debug!(key = %state.key, error = %e, "renewal refused by the server");
                 }
-                client.watchdog.unregister(state.id);
+                client.unregister(state.id);
                 state.mark_lost(LossReason::NotOwner);
             }
         }
     }
-    tracing::debug!(locks = batch.len(), instance = %client.config.instance_id, "watchdog renewed locks");
+    tracing::debug!(locks = batch.len(), instance = %client.instance, "watchdog renewed locks");
     ok
 }
 
 /// One pipeline of EXTEND calls; each reply stands alone, so one bad key cannot fail the rest.
 async fn send_renewals(
-    client: &Arc<ClientInner>,
+    client: &Shared,
     batch: &[&Arc<LockState>],
 ) -> (Instant, Result<Vec<redis::RedisResult<i64>>, redis::RedisError>) {
     let mut pipe = redis::pipe();
@@ -174,8 +206,8 @@ async fn send_renewals(
         pipe.cmd("EVALSHA").arg(EXTEND.get_hash()).arg(1).arg(&state.key).arg(&state.token).arg(lease);
     }
     let sent_at = Instant::now();
-    client.watchdog.renewals.fetch_add(batch.len() as u64, Ordering::Relaxed);
-    (sent_at, client.query_pipeline(&pipe).await)
+    client.renewals.fetch_add(batch.len() as u64, Ordering::Relaxed);
+    (sent_at, client.conn.query_pipeline(&pipe).await)
 }
 
 fn is_noscript(reply: &redis::RedisResult<i64>) -> bool {
@@ -183,11 +215,11 @@ fn is_noscript(reply: &redis::RedisResult<i64>) -> bool {
 }
 
 /// After a failed renewal: locks whose local deadline has passed are lost.
-fn expire_overdue(client: &Arc<ClientInner>, batch: &[&Arc<LockState>]) {
+fn expire_overdue(client: &Shared, batch: &[&Arc<LockState>]) {
     let now = Instant::now();
     for state in batch {
         if now >= state.deadline() {
-            client.watchdog.unregister(state.id);
+            client.unregister(state.id);
             state.mark_lost(LossReason::Expired);
         }
     }

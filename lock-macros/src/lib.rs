@@ -6,14 +6,12 @@
 //! runs the original body as a future and releases the lock.
 
 mod duration;
+mod expand;
 mod key;
 mod options;
+mod shape;
 
 use proc_macro::TokenStream;
-use proc_macro2::Span;
-use quote::{ToTokens, quote, quote_spanned};
-use syn::spanned::Spanned;
-use syn::{FnArg, ItemFn, Pat, ReturnType};
 
 /// Runs the annotated `async fn` under a distributed lock held in Redis, so that across all
 /// replicas only one call with the same key runs its body at a time.
@@ -42,11 +40,12 @@ use syn::{FnArg, ItemFn, Pat, ReturnType};
 /// | `key = "..."` | required | The Redis key. `{param}`, `{param.field}` and `{self.field}` are replaced by the value's `Display` form; each placeholder must name a parameter (checked at compile time). `{{` and `}}` are literal braces (e.g. a cluster hash tag). |
 /// | `skip_if_held` | off | If another owner holds the lock, log `lock <key> is held by another instance, skipping` at info and return the "skipped" value without running the body. |
 /// | `wait = "5s"` | off | Wait up to this long for a held lock, then fail with `LockError::Timeout`. Without `wait` or `skip_if_held`, a held lock fails at once with `LockError::Held`. |
-/// | `lease = "10s"` | watchdog | A fixed lease: the key expires this long after acquisition and is never renewed. Without it, the client's watchdog lease (30 s) is renewed every 10 s while the body runs, and a crashed holder's lock frees within one lease. |
+/// | `lease = "10s"` | watchdog | A fixed lease: the key expires this long after acquisition and is never renewed; at least `lock_core::MIN_LEASE` (checked at compile time). Without it, the client's watchdog lease (30 s) is renewed every 10 s while the body runs, and a crashed holder's lock frees within one lease. |
 /// | `at_least = "30s"` | off | Keep the lock at least this long after acquisition even if the body ends sooner (ShedLock's `lockAtLeastFor`). |
 /// | `fencing` | off | Draw a fencing token; the body reads it through `lock_core::current()`. |
 /// | `client = expr` | installed default | The `LockClient` to use (`LockClient`, `&LockClient`, `Arc<LockClient>`; may use `self`). Without it, the client installed with `LockClient::install_default()`; none installed is a `LockError::NotConfigured` at call time. |
 /// | `on_lost = "cancel"` | `"cancel"` | If the lock is lost while the body runs (renewal refused, or the lease ran out while Redis was unreachable), `"cancel"` drops the body at its next await and returns `LockError::Lost`; `"continue"` lets it finish and only logs. |
+/// | `crate = "path"` | `"::lock_core"` | The path to lock-core, for code that reaches it through a re-export: `crate = "scheduler::lock_core"` with `use scheduler::lock_core::distributed_lock;`. Every path in the expansion goes through it (tokio's `#[tokio::main(crate = "...")]`). |
 ///
 /// Durations are an integer and a unit: `"250ms"`, `"10s"`, `"5m"`, `"1h"`; all are checked at
 /// compile time, and a zero duration is rejected.
@@ -75,11 +74,27 @@ use syn::{FnArg, ItemFn, Pat, ReturnType};
 /// errors, on panic and when the caller's future is dropped. Inside the body, calling another
 /// annotated fn (or `LockClient::lock`) with the same key on the same client is re-entrant: it
 /// neither deadlocks nor touches Redis. Works on free fns, inherent and trait-impl methods
-/// (`&self`, `&mut self`, `self: Arc<Self>`), generic fns and `impl Trait` arguments.
+/// (`&self`, `&mut self`, `self: Arc<Self>`), generic fns and `impl Trait` arguments. The
+/// expansion reaches lock-core only through the `crate` path and `std`/`core` only through
+/// absolute paths, so it also compiles inside `#![no_implicit_prelude]` modules.
+///
+/// On the methods of an `#[async_trait]` impl (or trait, for default methods), write the
+/// attribute on the `async fn` as usual. async-trait expands first and turns the method into a
+/// fn returning `Box::pin(async move { .. })`; the attribute recognises that shape (as
+/// tracing's `#[instrument]` does) and locks the `async` block, so the method works through
+/// the concrete type and through `Box<dyn Trait>` / `Arc<dyn Trait>` alike:
+///
+/// ```ignore
+/// #[async_trait]
+/// impl Reports for Service {
+///     #[distributed_lock(key = "lock:report:{self.tenant}:{day}", skip_if_held, client = self.locks)]
+///     async fn daily(&self, day: u32) -> Option<Report> { .. }
+/// }
+/// ```
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     let item: proc_macro2::TokenStream = item.into();
-    match expand(args.into(), item.clone()) {
+    match expand::expand(args.into(), item.clone()) {
         Ok(tokens) => tokens.into(),
         // Emit the fn unchanged next to the errors, so the rest of the crate (and the
         // editor) still sees it.
@@ -89,120 +104,4 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
             out.into()
         }
     }
-}
-
-fn expand(
-    args: proc_macro2::TokenStream,
-    item: proc_macro2::TokenStream,
-) -> syn::Result<proc_macro2::TokenStream> {
-    let attr_span = Span::call_site();
-    let func: ItemFn = syn::parse2(item.clone()).map_err(|_| {
-        syn::Error::new_spanned(&item, "#[distributed_lock] can only be applied to an `async fn`")
-    })?;
-    let not_async = func.sig.asyncness.is_none().then(|| {
-        syn::Error::new_spanned(
-            func.sig.fn_token,
-            "#[distributed_lock] can only be applied to an `async fn`: the lock is held across awaits",
-        )
-    });
-    let options = match (not_async, options::parse(args, attr_span)) {
-        (None, Ok(options)) => options,
-        (Some(mut e), Err(more)) => {
-            e.combine(more);
-            return Err(e);
-        }
-        (Some(e), Ok(_)) | (None, Err(e)) => return Err(e),
-    };
-
-    let params = parameter_names(&func);
-    let template = key::parse(&options.key, &params)?;
-
-    let format = &template.format;
-    let key_args = &template.args;
-    let key_span = options.key.span();
-    let key = if key_args.is_empty() {
-        let text = &template.text;
-        quote_spanned!(key_span=> ::std::string::String::from(#text))
-    } else {
-        quote_spanned!(key_span=> ::std::format!(#format #(, #key_args)*))
-    };
-    let client = match &options.client {
-        Some(expr) => quote_spanned!(expr.span()=> ::lock_core::__private::client_from(&(#expr))),
-        None => quote!(::lock_core::__private::default_client()),
-    };
-    let duration = |d: std::time::Duration| {
-        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        quote!(::core::time::Duration::from_millis(#ms))
-    };
-    let mut lock_options = quote!(::lock_core::LockOptions::new());
-    if let Some(wait) = options.wait {
-        let wait = duration(wait);
-        lock_options.extend(quote!(.wait(#wait)));
-    }
-    if let Some(lease) = options.lease {
-        let lease = duration(lease);
-        lock_options.extend(quote!(.lease(#lease)));
-    }
-    if let Some(at_least) = options.at_least {
-        let at_least = duration(at_least);
-        lock_options.extend(quote!(.at_least(#at_least)));
-    }
-    if options.fencing {
-        lock_options.extend(quote!(.fencing(true)));
-    }
-    if options.on_lost_continue {
-        lock_options.extend(quote!(.on_lost(::lock_core::OnLost::Continue)));
-    }
-    // The runtime fn carries the return-type contract; spanning it on the return type puts a
-    // violation's message there.
-    // Naming the return type in a turbofish makes a contract violation point at it. An
-    // `impl Trait` return cannot be named; inference covers it.
-    let (ret_span, ret_ty) = match &func.sig.output {
-        ReturnType::Type(_, ty) if !contains_impl_trait(ty) => (ty.span(), quote!(#ty)),
-        ReturnType::Type(_, ty) => (ty.span(), quote!(_)),
-        ReturnType::Default => {
-            let span = func.sig.ident.span();
-            (span, quote_spanned!(span=> ()))
-        }
-    };
-    let runner = syn::Ident::new(if options.skip_if_held { "run_skip" } else { "run" }, ret_span);
-    let run = quote_spanned!(ret_span=> ::lock_core::__private::#runner::<#ret_ty, _>);
-
-    let ItemFn { attrs, vis, sig, block } = func;
-    // The call and its `.await` carry the return type's span too, so that an unusable return
-    // type is reported once, there.
-    let call = quote_spanned! {ret_span=>
-        #run(
-            #client,
-            ::lock_core::__private::Spec::new(#key, #lock_options),
-            async move #block,
-        )
-        .await
-    };
-    Ok(quote! {
-        #(#attrs)*
-        #vis #sig {
-            #call
-        }
-    })
-}
-
-fn contains_impl_trait(ty: &syn::Type) -> bool {
-    ty.to_token_stream().into_iter().any(|t| matches!(t, proc_macro2::TokenTree::Ident(i) if i == "impl"))
-        || matches!(ty, syn::Type::ImplTrait(_))
-}
-
-/// Names a key placeholder may refer to: `self` (with a receiver) and identifier parameters.
-fn parameter_names(func: &ItemFn) -> Vec<String> {
-    func.sig
-        .inputs
-        .iter()
-        .filter_map(|arg| match arg {
-            FnArg::Receiver(_) => Some("self".to_owned()),
-            FnArg::Typed(pat) => match &*pat.pat {
-                Pat::Ident(ident) => Some(ident.ident.to_token_stream().to_string()),
-                _ => None,
-            },
-        })
-        .collect()
 }

@@ -7,25 +7,27 @@ use proc_macro2::Span;
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Expr, ExprLit, Lit, LitStr, Meta, Token};
+use syn::{Expr, ExprLit, Lit, LitStr, Meta, Path, Token};
 
 use crate::duration;
 
-const OPTIONS: &str = "key, skip_if_held, wait, lease, at_least, fencing, client, on_lost";
-
-/// Smallest lease lock-core accepts (its `MIN_LEASE`).
-const MIN_LEASE: Duration = Duration::from_millis(10);
+const OPTIONS: &str = "key, skip_if_held, wait, lease, at_least, fencing, client, on_lost, crate";
 
 /// The validated arguments.
 pub(crate) struct Options {
     pub(crate) key: LitStr,
     pub(crate) skip_if_held: bool,
     pub(crate) wait: Option<Duration>,
-    pub(crate) lease: Option<Duration>,
+    /// The fixed lease and the span of its literal (where a lease shorter than lock-core's
+    /// minimum is reported, by the expansion's compile-time check).
+    pub(crate) lease: Option<(Duration, Span)>,
     pub(crate) at_least: Option<Duration>,
     pub(crate) fencing: bool,
     pub(crate) client: Option<Expr>,
     pub(crate) on_lost_continue: bool,
+    /// `crate = "path"`: the path to lock-core, for users who reach it through a re-export,
+    /// and the span of its literal.
+    pub(crate) krate: Option<(Path, Span)>,
 }
 
 #[derive(Default)]
@@ -38,6 +40,7 @@ struct Builder {
     fencing: Option<Span>,
     client: Option<Expr>,
     on_lost: Option<(bool, Span)>,
+    krate: Option<(Path, Span)>,
     seen: Vec<String>,
 }
 
@@ -64,11 +67,12 @@ pub(crate) fn parse(args: proc_macro2::TokenStream, attr_span: Span) -> syn::Res
         key,
         skip_if_held: b.skip_if_held.is_some(),
         wait: b.wait.map(|(d, _)| d),
-        lease: b.lease.map(|(d, _)| d),
+        lease: b.lease,
         at_least: b.at_least.map(|(d, _)| d),
         fencing: b.fencing.is_some(),
         client: b.client,
         on_lost_continue: b.on_lost.is_some_and(|(c, _)| c),
+        krate: b.krate,
     })
 }
 
@@ -104,6 +108,7 @@ impl Builder {
                 let lit = string_literal(&nv.value, &name)?;
                 match name.as_str() {
                     "key" => self.key = Some(lit),
+                    "crate" => self.krate = Some((crate_path(&lit)?, lit.span())),
                     "on_lost" => {
                         let cont = match lit.value().as_str() {
                             "cancel" => false,
@@ -127,9 +132,6 @@ impl Builder {
                                 format!("`{name}` must be greater than zero{hint}"),
                             ));
                         }
-                        if name == "lease" && d < MIN_LEASE {
-                            return Err(syn::Error::new_spanned(&lit, "`lease` must be at least 10ms"));
-                        }
                         let slot = match name.as_str() {
                             "wait" => &mut self.wait,
                             "lease" => &mut self.lease,
@@ -144,6 +146,7 @@ impl Builder {
                     "key" => "key = \"lock:my-job\"",
                     "client" => "client = self.locks",
                     "on_lost" => "on_lost = \"continue\"",
+                    "crate" => "crate = \"scheduler::lock_core\"",
                     _ => "wait = \"5s\"",
                 };
                 return Err(syn::Error::new_spanned(
@@ -181,6 +184,29 @@ impl Builder {
 fn string_literal(value: &Expr, name: &str) -> syn::Result<LitStr> {
     match value {
         Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => Ok(s.clone()),
+        // tokio's convention: `crate = "path"`, a path in a string.
+        other if name == "crate" => Err(syn::Error::new_spanned(
+            other,
+            format!(
+                "`crate` takes the path as a string literal: `crate = \"{}\"`",
+                quote::ToTokens::to_token_stream(other).to_string().replace(' ', "")
+            ),
+        )),
         other => Err(syn::Error::new_spanned(other, format!("`{name}` takes a string literal"))),
     }
+}
+
+/// The path in `crate = "..."`, its tokens spanned on the literal so that a path that does not
+/// resolve is reported there.
+fn crate_path(lit: &LitStr) -> syn::Result<Path> {
+    lit.parse_with(Path::parse_mod_style).map_err(|_| {
+        syn::Error::new_spanned(
+            lit,
+            format!(
+                "`crate` must be a path to lock-core or a re-export of it, e.g. \
+                 `crate = \"scheduler::lock_core\"`; got {:?}",
+                lit.value()
+            ),
+        )
+    })
 }

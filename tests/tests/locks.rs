@@ -104,7 +104,7 @@ async fn release_checks_the_owner_token() {
     assert_eq!(get(&server, &k("lock:owned")), guard.token());
     assert!(guard.release().await.unwrap(), "release reports that we owned it");
     assert_eq!(get(&server, &k("lock:owned")), "(nil)");
-    assert_eq!(client.renewing(), 0, "a released lock is no longer renewed");
+    assert_eq!(client.stats().renewing, 0, "a released lock is no longer renewed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -123,7 +123,7 @@ async fn fixed_lease_expires_on_time_and_another_client_takes_over() {
     let expired_after = started.elapsed();
     assert!(expired_after >= Duration::from_millis(350), "not before the lease: {expired_after:?}");
     assert!(expired_after < Duration::from_millis(900), "on time: {expired_after:?}");
-    assert_eq!(a.renewing(), 0, "fixed leases are never renewed");
+    assert_eq!(a.stats().renewing, 0, "fixed leases are never renewed");
 
     assert!(!guard.is_held(), "the holder knows its lease ran out");
     assert_eq!(guard.lost().await, LossReason::Expired);
@@ -148,15 +148,15 @@ async fn watchdog_keeps_the_lock_past_its_lease_and_stops_at_release() {
         assert!(guard.is_held());
         tokio::time::sleep(Duration::from_millis(50)).await; // sampling, not synchronisation
     }
-    let renewals = a.renewals_sent();
+    let renewals = a.stats().renewals_sent;
     assert!(renewals >= 6, "renewed every lease/3: {renewals}");
 
     assert!(guard.release().await.unwrap());
     assert_eq!(get(&server, &k("lock:watchdog")), "(nil)");
-    assert_eq!(a.renewing(), 0);
+    assert_eq!(a.stats().renewing, 0);
     // No renewal is sent after release: wait two renewal intervals and look.
     tokio::time::sleep(lease * 2 / 3).await;
-    assert!(a.renewals_sent() <= renewals + 1, "at most one renewal already in flight at release");
+    assert!(a.stats().renewals_sent <= renewals + 1, "at most one renewal already in flight at release");
     assert_eq!(get(&server, &k("lock:watchdog")), "(nil)", "a renewal never resurrects a released lock");
 }
 
@@ -238,7 +238,7 @@ async fn dropping_a_guard_frees_the_lock_at_once() {
     // A plain drop.
     drop(a.try_lock(&k("lock:drop"), LockOptions::new()).await.unwrap());
     assert!(wait_until(Duration::from_secs(1), || freed(&server)).await, "freed after drop");
-    assert_eq!(a.renewing(), 0);
+    assert_eq!(a.stats().renewing, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,7 +253,7 @@ async fn lost_resolves_when_the_key_is_deleted_from_outside() {
         tokio::time::timeout(Duration::from_secs(2), lost).await.expect("loss detected by the next renewal");
     assert_eq!(reason, LossReason::NotOwner);
     assert!(!guard.is_held());
-    assert_eq!(a.renewing(), 0, "a lost lock is no longer renewed");
+    assert_eq!(a.stats().renewing, 0, "a lost lock is no longer renewed");
     assert!(!guard.release().await.unwrap());
 }
 
@@ -322,7 +322,7 @@ async fn a_waiter_acquires_on_the_release_message() {
         .await,
         "no subscription leak"
     );
-    assert!(wait_until(Duration::from_secs(1), || waiter.waiting_keys() == 0).await);
+    assert!(wait_until(Duration::from_secs(1), || waiter.stats().waiting_keys == 0).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -366,7 +366,7 @@ async fn waiters_of_one_client_take_turns_in_arrival_order() {
             guard.release().await.unwrap();
         }));
         // Each waiter is queued before the next one starts.
-        assert!(wait_until(Duration::from_secs(2), || a.waiters(&k("lock:fifo")) == i + 1).await);
+        assert!(wait_until(Duration::from_secs(2), || a.stats().waiters_on(&k("lock:fifo")) == i + 1).await);
     }
     first.release().await.unwrap();
     for t in tasks {

@@ -68,7 +68,7 @@ async fn each_mode_end_to_end() {
         let a = a.clone();
         async move { waiting_job(&a).await }
     });
-    assert!(wait_until(Duration::from_secs(2), || a.waiters("job:wait") == 1).await);
+    assert!(wait_until(Duration::from_secs(2), || a.stats().waiters_on("job:wait") == 1).await);
     let released = Instant::now();
     held.release().await.unwrap();
     let ran_at = waiter.await.unwrap().unwrap();

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use examples::order_service::scenarios::{self, Locking, StallStep, connect_replicas};
 use examples::order_service::{Inventory, Order, OrderError, OrderService, STALLING_LEASE};
-use examples::redis::{Redis, RedisSource};
-use examples::temp::TempDir;
 use lock_core::{LockClient, LockOptions};
+use redis_fixture::{Redis, RedisSource};
+use tempfile::TempDir;
 use tests::harness::{RedisServer, init_tracing, wait_until};
 
 /// How long an order holds its product between reading and writing the stock.
@@ -26,7 +26,7 @@ struct Setup {
 fn setup(count: usize) -> Setup {
     init_tracing();
     let server = RedisServer::start();
-    let dir = TempDir::new("order-service-test").expect("temp dir");
+    let dir = TempDir::with_prefix("order-service-test-").expect("temp dir");
     let replicas = connect_replicas(&server.url(), &dir.path().join("inventory.db"), count, HOLD)
         .expect("replicas connect");
     Setup { server, _dir: dir, replicas }
@@ -148,7 +148,10 @@ async fn fail_fast_and_waiting_variants() {
         let service = service.clone();
         async move { service.place_order_waiting(Order::new(7, 2)).await }
     });
-    assert!(wait_until(Duration::from_secs(2), || service.locks().waiters("lock:product:7") == 1).await);
+    assert!(
+        wait_until(Duration::from_secs(2), || service.locks().stats().waiters_on("lock:product:7") == 1)
+            .await
+    );
     held.release().await.unwrap();
     let receipt = tokio::time::timeout(Duration::from_secs(2), waiter).await.unwrap().unwrap().unwrap();
     assert_eq!((receipt.remaining, receipt.instance.as_str()), (8, "pod-1"));
@@ -171,7 +174,7 @@ async fn fail_fast_and_waiting_variants() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fenced_update_reports_why_nothing_was_written() {
-    let dir = TempDir::new("order-service-test").unwrap();
+    let dir = TempDir::with_prefix("order-service-test-").unwrap();
     let store = Inventory::open(dir.path().join("inventory.db")).unwrap();
     store.restock(1, 3).await.unwrap();
 
