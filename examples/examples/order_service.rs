@@ -142,7 +142,9 @@ async fn main() -> anyhow::Result<()> {
     // Library logs (lock lost, release failures) only when asked for: RUST_LOG=info.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colours only on a terminal, not in a log file.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 
     let redis = Redis::start()?;
     let temp;

@@ -1,6 +1,8 @@
 #![doc = include_str!("../README.md")]
 
 mod clock;
+mod driver;
+mod handle;
 mod job;
 mod report;
 mod schedule;
@@ -8,11 +10,12 @@ mod scheduler;
 mod signal;
 
 pub use clock::{Clock, OffsetClock, SystemClock};
+pub use handle::SchedulerHandle;
 pub use job::{Job, JobOutput, RunContext};
 pub use report::{RunOutcome, RunReport, ShutdownReport};
-pub use schedule::{CatchUp, ON_TIME, Schedule, ScheduleError};
-pub use scheduler::{DEFAULT_SHUTDOWN_GRACE, Scheduler, SchedulerBuilder, SchedulerError, SchedulerHandle};
-pub use signal::{ShutdownSignal, shutdown_signal};
+pub use schedule::{CatchUp, CronField, ON_TIME, Schedule, ScheduleError};
+pub use scheduler::{DEFAULT_SHUTDOWN_GRACE, Scheduler, SchedulerBuilder, SchedulerError};
+pub use signal::{ShutdownSignal, ShutdownSignals, shutdown_signal};
 
 /// The `chrono` crate slots are expressed in.
 pub use chrono;

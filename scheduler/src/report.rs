@@ -89,6 +89,10 @@ pub struct RunReport {
 pub struct ShutdownReport {
     /// Jobs whose running run finished within the grace period.
     pub finished: Vec<String>,
-    /// Jobs whose run was cancelled at the end of the grace period (their locks released).
+    /// Jobs whose run was cancelled at the end of the grace period, or when the shutdown was
+    /// forced (their locks released).
     pub cancelled: Vec<String>,
+    /// Whether the shutdown was cut short (a second signal, or the `force` future of
+    /// [`SchedulerHandle::shutdown_forced_by`](crate::SchedulerHandle::shutdown_forced_by)).
+    pub forced: bool,
 }

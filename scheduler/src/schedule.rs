@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, DurationRound, LocalResult, Offset, TimeDelta, TimeZone, Utc};
 use chrono_tz::Tz;
+use croner::errors::CronError;
 use croner::parser::{CronParser, Seconds, Year};
 use croner::{Cron, JobType};
 
@@ -49,15 +50,16 @@ impl Default for CatchUp {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ScheduleError {
-    /// The cron expression does not parse.
-    #[error(
-        "invalid cron expression `{expr}`: {reason} (expected 6 fields with seconds: \
-         `sec min hour day-of-month month day-of-week`, e.g. `0 0 2 * * *`)"
-    )]
+    /// The cron expression does not parse. The message echoes the expression and, when one
+    /// field is at fault, names it and its allowed values.
+    #[error("invalid cron expression `{expr}`: {reason}")]
     InvalidCron {
         /// The rejected expression.
         expr: String,
-        /// What croner reported.
+        /// The field at fault, when the expression has the right number of fields and one of
+        /// them is wrong.
+        field: Option<CronField>,
+        /// What is wrong, in words.
         reason: String,
     },
     /// The time zone is not an IANA name known to `chrono-tz`.
@@ -75,6 +77,70 @@ pub enum ScheduleError {
         expr: String,
     },
 }
+
+/// One of the six fields of a cron expression, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CronField {
+    /// Seconds, 0-59.
+    Seconds,
+    /// Minutes, 0-59.
+    Minutes,
+    /// Hours, 0-23.
+    Hours,
+    /// Day of month, 1-31.
+    DayOfMonth,
+    /// Month, 1-12 or JAN-DEC.
+    Month,
+    /// Day of week, 0-7 (0 and 7 are Sunday) or SUN-SAT.
+    DayOfWeek,
+}
+
+impl CronField {
+    /// The fields in the order they appear in an expression.
+    pub const ALL: [CronField; 6] = [
+        CronField::Seconds,
+        CronField::Minutes,
+        CronField::Hours,
+        CronField::DayOfMonth,
+        CronField::Month,
+        CronField::DayOfWeek,
+    ];
+
+    /// Its name in messages: `seconds`, `minutes`, `hours`, `day of month`, `month`,
+    /// `day of week`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CronField::Seconds => "seconds",
+            CronField::Minutes => "minutes",
+            CronField::Hours => "hours",
+            CronField::DayOfMonth => "day of month",
+            CronField::Month => "month",
+            CronField::DayOfWeek => "day of week",
+        }
+    }
+
+    /// The values it accepts, e.g. `0-59`.
+    pub fn allowed(self) -> &'static str {
+        match self {
+            CronField::Seconds | CronField::Minutes => "0-59",
+            CronField::Hours => "0-23",
+            CronField::DayOfMonth => "1-31",
+            CronField::Month => "1-12 or JAN-DEC",
+            CronField::DayOfWeek => "0-7 or SUN-SAT, 0 and 7 being Sunday",
+        }
+    }
+}
+
+impl fmt::Display for CronField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the expected shape is, for messages about the number of fields.
+const SHAPE_HINT: &str =
+    "expected 6 fields with seconds: `sec min hour day-of-month month day-of-week`, e.g. `0 0 2 * * *`";
 
 /// A cron expression (6 fields, with seconds) in a time zone (UTC unless given).
 ///
@@ -140,12 +206,10 @@ impl Schedule {
                 .parse::<Tz>()
                 .map_err(|_| ScheduleError::InvalidTimeZone { tz: name.to_owned() })?,
         };
-        let cron = CronParser::builder()
-            .seconds(Seconds::Required)
-            .year(Year::Disallowed)
-            .build()
-            .parse(expr)
-            .map_err(|e| ScheduleError::InvalidCron { expr: expr.to_owned(), reason: e.to_string() })?;
+        let cron = parser().parse(expr).map_err(|e| {
+            let (field, reason) = diagnose(expr, &e);
+            ScheduleError::InvalidCron { expr: expr.to_owned(), field, reason }
+        })?;
         let interval = cron.determine_job_type() == JobType::IntervalWildcard;
         let schedule = Schedule { expr: expr.to_owned(), cron, tz, interval };
         // A pattern that matches no real date (Feb 30) is a configuration error, not a job
@@ -322,6 +386,61 @@ impl fmt::Display for Schedule {
     }
 }
 
+/// The parser of the accepted dialect: 6 fields, seconds required, no year.
+fn parser() -> CronParser {
+    CronParser::builder().seconds(Seconds::Required).year(Year::Disallowed).build()
+}
+
+/// Explains croner's rejection of `expr`: the wrong number of fields, or which field is wrong
+/// (croner's own messages, e.g. "Number out of bounds.", name neither the field nor its range).
+fn diagnose(expr: &str, error: &CronError) -> (Option<CronField>, String) {
+    let fields: Vec<&str> = expr.split_whitespace().collect();
+    // `@daily` and friends expand to a full expression; anything else has its fields spelled out.
+    if !expr.contains('@') && fields.len() != CronField::ALL.len() {
+        let found = match fields.len() {
+            0 => "it is empty".to_owned(),
+            1 => "it has 1 field".to_owned(),
+            n => format!("it has {n} fields"),
+        };
+        return (None, format!("{found}; {SHAPE_HINT}"));
+    }
+    if matches!(error, CronError::ComponentError(_) | CronError::IllegalCharacters(_)) && !expr.contains('@')
+    {
+        // Parse each field alone (every other one `*`): the first that fails is the culprit.
+        for (i, field) in CronField::ALL.into_iter().enumerate() {
+            let mut probe = ["*"; 6];
+            probe[i] = fields[i];
+            if let Err(e) = parser().parse(&probe.join(" ")) {
+                let value = fields[i];
+                let problem = field_problem(&e);
+                let allowed = field.allowed();
+                return (Some(field), format!("the {field} field `{value}` {problem} ({field}: {allowed})"));
+            }
+        }
+    }
+    (None, format!("{error}; {SHAPE_HINT}"))
+}
+
+/// croner's complaint about one field, in words that fit "the minutes field `61` ...".
+fn field_problem(error: &CronError) -> String {
+    match error {
+        CronError::IllegalCharacters(_) => "contains a character that is not allowed".to_owned(),
+        CronError::ComponentError(message) if message.contains("out of bounds") => {
+            "is out of range".to_owned()
+        }
+        CronError::ComponentError(message) => {
+            let message = message.trim_end_matches('.');
+            let mut chars = message.chars();
+            let lowered: String = match chars.next() {
+                Some(first) => first.to_lowercase().chain(chars).collect(),
+                None => String::new(),
+            };
+            format!("is invalid: {lowered}")
+        }
+        other => format!("is invalid: {other}"),
+    }
+}
+
 /// `t` without its sub-second part.
 pub(crate) fn truncate(t: DateTime<Utc>) -> DateTime<Utc> {
     t.duration_trunc(TimeDelta::seconds(1)).unwrap_or(t)
@@ -432,5 +551,54 @@ mod tests {
             Err(ScheduleError::InvalidTimeZone { .. })
         ));
         assert!(Schedule::new("0 0 2 * * *", Some("Europe/Berlin")).is_ok());
+    }
+
+    #[test]
+    fn an_invalid_field_is_named_with_its_range_and_the_expression_echoed() {
+        let cases = [
+            ("61 0 2 * * *", CronField::Seconds, "the seconds field `61` is out of range (seconds: 0-59)"),
+            ("0 61 2 * * *", CronField::Minutes, "the minutes field `61` is out of range (minutes: 0-59)"),
+            ("0 0 24 * * *", CronField::Hours, "the hours field `24` is out of range (hours: 0-23)"),
+            (
+                "0 0 2 0 * *",
+                CronField::DayOfMonth,
+                "the day of month field `0` is out of range (day of month: 1-31)",
+            ),
+            (
+                "0 0 2 * 13 *",
+                CronField::Month,
+                "the month field `13` is out of range (month: 1-12 or JAN-DEC)",
+            ),
+            ("0 0 2 * * 8", CronField::DayOfWeek, "the day of week field `8` is out of range"),
+            ("0 0 2-30 * * *", CronField::Hours, "the hours field `2-30` is out of range (hours: 0-23)"),
+            ("*/0 * * * * *", CronField::Seconds, "the seconds field `*/0` is invalid: step cannot be zero"),
+            (
+                "0 x 2 * * *",
+                CronField::Minutes,
+                "the minutes field `x` contains a character that is not allowed",
+            ),
+        ];
+        for (expr, field, reason) in cases {
+            let err = Schedule::new(expr, None).unwrap_err();
+            assert!(
+                matches!(&err, ScheduleError::InvalidCron { field: Some(f), .. } if *f == field),
+                "{expr}: {err:?}"
+            );
+            let message = err.to_string();
+            assert!(message.starts_with(&format!("invalid cron expression `{expr}`: {reason}")), "{message}");
+            assert!(!message.contains("Component error"), "croner's wording is replaced: {message}");
+        }
+
+        let err = Schedule::new("0 0 2 * *", None).unwrap_err();
+        assert!(matches!(&err, ScheduleError::InvalidCron { field: None, .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "invalid cron expression `0 0 2 * *`: it has 5 fields; expected 6 fields with seconds: \
+             `sec min hour day-of-month month day-of-week`, e.g. `0 0 2 * * *`"
+        );
+        assert!(Schedule::new("", None).unwrap_err().to_string().contains("it is empty"));
+        // Names and nicknames still parse.
+        assert!(Schedule::new("0 0 9 * JAN-MAR MON-FRI", None).is_ok());
+        assert!(Schedule::new("@daily", None).is_ok());
     }
 }

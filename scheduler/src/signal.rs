@@ -1,5 +1,6 @@
 //! Shutdown signals: SIGTERM (what Kubernetes sends a pod) and Ctrl-C / SIGINT.
 
+use std::fmt;
 use std::io;
 
 /// Which signal asked for the shutdown.
@@ -12,32 +13,61 @@ pub enum ShutdownSignal {
     Interrupt,
 }
 
-/// Signal listeners, registered when created so that a signal arriving before they are
-/// awaited is not lost.
-pub(crate) struct Signals {
+impl fmt::Display for ShutdownSignal {
+    /// `SIGTERM` or `Ctrl-C`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ShutdownSignal::Terminate => "SIGTERM",
+            ShutdownSignal::Interrupt => "Ctrl-C",
+        })
+    }
+}
+
+/// Listeners for SIGTERM and Ctrl-C, registered when created so that a signal arriving before
+/// [`recv`](Self::recv) is awaited is not lost. Each `recv` waits for the next signal, so the
+/// first can start a graceful shutdown and the second force it (what
+/// [`Scheduler::run_until_signal`](crate::Scheduler::run_until_signal) does).
+///
+/// ```no_run
+/// # async fn demo(scheduler: scheduler::Scheduler) -> anyhow::Result<()> {
+/// use scheduler::ShutdownSignals;
+///
+/// let mut signals = ShutdownSignals::install()?;
+/// let handle = scheduler.start().await?;
+/// let signal = signals.recv().await;
+/// println!("{signal} received: waiting for {} running job(s)", handle.running_jobs().len());
+/// // A second signal cancels the running jobs (their locks are still released).
+/// let report = handle.shutdown_forced_by(signals.recv()).await;
+/// # let _ = report;
+/// # Ok(()) }
+/// ```
+pub struct ShutdownSignals {
     #[cfg(unix)]
     terminate: tokio::signal::unix::Signal,
     #[cfg(unix)]
     interrupt: tokio::signal::unix::Signal,
 }
 
-impl Signals {
-    pub(crate) fn install() -> io::Result<Signals> {
+impl ShutdownSignals {
+    /// Registers the listeners (SIGTERM and SIGINT on Unix, Ctrl-C elsewhere). Must be called
+    /// within a tokio runtime.
+    pub fn install() -> io::Result<ShutdownSignals> {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
-            Ok(Signals {
+            Ok(ShutdownSignals {
                 terminate: signal(SignalKind::terminate())?,
                 interrupt: signal(SignalKind::interrupt())?,
             })
         }
         #[cfg(not(unix))]
         {
-            Ok(Signals {})
+            Ok(ShutdownSignals {})
         }
     }
 
-    pub(crate) async fn recv(&mut self) -> ShutdownSignal {
+    /// The next SIGTERM or Ctrl-C. Signals that arrive between two calls are counted once.
+    pub async fn recv(&mut self) -> ShutdownSignal {
         #[cfg(unix)]
         {
             tokio::select! {
@@ -55,13 +85,20 @@ impl Signals {
     }
 }
 
+impl fmt::Debug for ShutdownSignals {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShutdownSignals").finish_non_exhaustive()
+    }
+}
+
 /// Resolves at the first SIGTERM or Ctrl-C (Ctrl-C only on non-Unix platforms). The listeners
 /// are registered when this is called, before it is first awaited.
 ///
-/// [`Scheduler::run_until_signal`](crate::Scheduler::run_until_signal) is built on it; use it
-/// directly with [`Scheduler::run_until`](crate::Scheduler::run_until) to combine it with
-/// your own shutdown triggers.
+/// Use it with [`Scheduler::run_until`](crate::Scheduler::run_until) to combine it with your
+/// own shutdown triggers; [`ShutdownSignals`] also sees a second signal, which
+/// [`Scheduler::run_until_signal`](crate::Scheduler::run_until_signal) uses to force the
+/// shutdown.
 pub fn shutdown_signal() -> io::Result<impl Future<Output = ShutdownSignal> + Send + 'static> {
-    let mut signals = Signals::install()?;
+    let mut signals = ShutdownSignals::install()?;
     Ok(async move { signals.recv().await })
 }

@@ -123,6 +123,53 @@ impl ChildReplica {
     }
 }
 
+/// A child's stderr, read line by line in the background as it is written.
+struct StderrLines {
+    rx: tokio::sync::mpsc::UnboundedReceiver<String>,
+    seen: Vec<String>,
+}
+
+impl StderrLines {
+    fn follow(child: &mut Child) -> Self {
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        StderrLines { rx, seen: Vec::new() }
+    }
+
+    /// The next line containing `needle`.
+    async fn expect(&mut self, needle: &str, timeout: Duration) -> String {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let line = tokio::time::timeout_at(deadline, self.rx.recv())
+                .await
+                .unwrap_or_else(|_| {
+                    panic!("no stderr line with `{needle}` within {timeout:?}; saw {:#?}", self.seen)
+                })
+                .unwrap_or_else(|| panic!("stderr closed before `{needle}`; saw {:#?}", self.seen));
+            self.seen.push(line.clone());
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    /// Every line, once the child has closed its stderr.
+    async fn all(mut self) -> Vec<String> {
+        while let Ok(Some(line)) = tokio::time::timeout(Duration::from_secs(10), self.rx.recv()).await {
+            self.seen.push(line);
+        }
+        self.seen
+    }
+}
+
 fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap()
 }
@@ -518,6 +565,97 @@ async fn shutdown_cancels_a_job_past_the_grace_period_and_releases_its_lock() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_shutdown_cancels_running_jobs_at_once_and_releases_their_locks() {
+    init_tracing();
+    let server = RedisServer::start();
+    let started = Arc::new(AtomicBool::new(false));
+    let s = started.clone();
+    let scheduler = Scheduler::builder()
+        .client(client(&server, "pod-1"))
+        .shutdown_grace(Duration::from_secs(60))
+        .job(
+            Job::new("long", "* * * * * *", move || {
+                let s = s.clone();
+                async move {
+                    s.store(true, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
+            })
+            .lock("lock:long"),
+        )
+        .build()
+        .unwrap();
+    let (handle, reports) = start(scheduler).await;
+    assert!(wait_until(Duration::from_secs(5), || started.load(Ordering::SeqCst)).await);
+    assert_eq!(handle.running_jobs(), ["long"]);
+    assert_eq!(handle.shutdown_grace(), Duration::from_secs(60));
+
+    // Forced 200 ms into a 60 s grace period.
+    let t = Instant::now();
+    let report = handle.shutdown_forced_by(tokio::time::sleep(Duration::from_millis(200))).await;
+    let took = t.elapsed();
+    assert!(took >= Duration::from_millis(190) && took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(report.cancelled, ["long"]);
+    assert!(report.forced);
+    // The release was flushed before shutdown returned.
+    assert_eq!(server.cli(&["GET", "lock:long"]), "(nil)", "released, not left to its 30 s lease");
+    assert!(
+        wait_until(Duration::from_secs(1), || snapshot(&reports)
+            .iter()
+            .any(|r| r.outcome == RunOutcome::Cancelled))
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_says_at_once_what_it_waits_for_and_a_second_sigterm_forces_the_exit() {
+    init_tracing();
+    let server = RedisServer::start();
+    // A job of a minute, a grace of 30 s and a lease of 30 s: only the second signal ends it
+    // quickly, and only a release (not expiry) frees the lock within the test.
+    let mut replica = ChildReplica::spawn(&server, "pod-force", "lock:force", 60_000, 30_000, 30_000);
+    let mut stderr = StderrLines::follow(&mut replica.child);
+    let _ = replica.expect_line("started ", Duration::from_secs(10)).await;
+    assert!(server.cli(&["GET", "lock:force"]).starts_with("pod-force:"));
+
+    let pid = replica.child.id().expect("running").to_string();
+    let kill = |pid: &str| {
+        let status = std::process::Command::new("kill").args(["-TERM", pid]).status().unwrap();
+        assert!(status.success());
+    };
+    kill(&pid);
+    // Said at once, not when the job ends: the signal, the running job count and the grace.
+    let waiting = stderr.expect("SIGTERM received", Duration::from_secs(5)).await;
+    for part in ["waiting up to 30s for 1 running job(s) (replica-job)", "again to cancel them now"] {
+        assert!(waiting.contains(part), "{part:?} in {waiting}");
+    }
+    assert!(waiting.contains("instance=pod-force"), "{waiting}");
+    assert!(server.cli(&["GET", "lock:force"]).starts_with("pod-force:"), "still running, still held");
+
+    kill(&pid);
+    let signalled = Instant::now();
+    let forced = stderr.expect("received again", Duration::from_secs(5)).await;
+    assert!(forced.contains("SIGTERM received again: stopping now"), "{forced}");
+    let stopped = replica.expect_line("stopped ", Duration::from_secs(10)).await;
+    assert_eq!(stopped, "finished=0 cancelled=1");
+    let status = tokio::time::timeout(Duration::from_secs(10), replica.child.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "clean exit: {status}");
+    assert!(signalled.elapsed() < Duration::from_secs(8), "took {:?}", signalled.elapsed());
+    assert!(!replica.seen.iter().any(|l| l.starts_with("finished ")), "cancelled: {:?}", replica.seen);
+    assert_eq!(
+        server.cli(&["GET", "lock:force"]),
+        "(nil)",
+        "released at the forced exit, not left to expire"
+    );
+    let lines = stderr.all().await;
+    let cancelled = lines
+        .iter()
+        .find(|l| l.contains("the shutdown was forced: cancelled the running job and released its lock"));
+    let cancelled = cancelled.unwrap_or_else(|| panic!("{lines:#?}"));
+    assert!(cancelled.contains("job=replica-job") && cancelled.contains("instance=pod-force"), "{cancelled}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // errors and panics
 
@@ -766,14 +904,30 @@ fn an_invalid_cron_expression_or_time_zone_is_a_typed_error_naming_the_job() {
         panic!("{err:?}")
     };
     assert_eq!((job.as_str(), expr.as_str()), ("report", "0 0 2 * *"));
-    assert!(err.to_string().starts_with("job `report`: invalid cron expression `0 0 2 * *`"), "{err}");
+    // The message names the job; the cause is the source, printed once in the chain.
+    assert_eq!(err.to_string(), "job `report`: invalid schedule");
+    let chain = format!("{:#}", anyhow::Error::from(err));
+    assert!(
+        chain.starts_with("job `report`: invalid schedule: invalid cron expression `0 0 2 * *`"),
+        "{chain}"
+    );
+    assert_eq!(chain.matches("invalid cron expression").count(), 1, "each cause once: {chain}");
+
+    let err = build(Job::new("report", "0 61 2 * * *", || async {})).unwrap_err();
+    let chain = format!("{:#}", anyhow::Error::from(err));
+    assert_eq!(
+        chain,
+        "job `report`: invalid schedule: invalid cron expression `0 61 2 * * *`: \
+         the minutes field `61` is out of range (minutes: 0-59)"
+    );
 
     let err = build(Job::new("report", "0 0 2 * * *", || async {}).time_zone("Europe/Berlinn")).unwrap_err();
     assert!(
         matches!(&err, SchedulerError::Schedule { job, source: ScheduleError::InvalidTimeZone { tz } } if job == "report" && tz == "Europe/Berlinn"),
         "{err:?}"
     );
-    assert!(err.to_string().contains("job `report`: unknown time zone `Europe/Berlinn`"), "{err}");
+    let chain = format!("{:#}", anyhow::Error::from(err));
+    assert!(chain.contains("job `report`: invalid schedule: unknown time zone `Europe/Berlinn`"), "{chain}");
 
     let err = build(Job::new("leap", "0 0 0 30 2 *", || async {})).unwrap_err();
     assert!(
