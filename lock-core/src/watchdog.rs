@@ -142,9 +142,11 @@ async fn run(shared: Weak<Shared>) {
 
 /// One renewal pass over every held lock. Returns false if any batch failed.
 async fn renew_all(client: &Shared) -> bool {
-    // Locks acquired or renewed less than an interval ago keep until the next pass.
+    // Locks acquired since about the previous pass keep until the next one (they are at most
+    // 1.5 intervals old then, with a lease of 3); a lock renewed by the previous pass, late in
+    // its batches, is still renewed.
     let mut locks = client.snapshot();
-    if let Some(fresh) = Instant::now().checked_sub(client.interval.mul_f64(0.9)) {
+    if let Some(fresh) = Instant::now().checked_sub(client.interval / 2) {
         locks.retain(|s| s.renewed_at() <= fresh);
     }
     let mut ok = true;
