@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::conn::Conn;
 use crate::error::LossReason;
 use crate::lock_unpoisoned;
-use crate::options::millis;
+use crate::options::{millis, next_pass};
 use crate::scripts::EXTEND;
 use crate::state::LockState;
 
@@ -131,12 +131,7 @@ async fn run(shared: Weak<Shared>) {
         // The task holds the watchdog weakly: once the client is gone, renewal stops.
         let Some(client) = shared.upgrade() else { return };
         let ok = renew_all(&client).await;
-        // A fixed rate: a pass that took long does not push the next one back.
-        let now = Instant::now();
-        next = if ok { next + interval } else { now + interval.min(RETRY_AFTER_ERROR) };
-        if next < now {
-            next = now;
-        }
+        next = next_pass(next, interval, ok, RETRY_AFTER_ERROR);
     }
 }
 
