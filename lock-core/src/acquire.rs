@@ -12,7 +12,7 @@ use std::time::Duration;
 use deadpool_redis::redis::{self, Value};
 use tokio::time::Instant;
 
-use crate::conn::Conn;
+use crate::conn::{Conn, Sent};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::keys;
@@ -109,6 +109,12 @@ impl Core {
     ) -> Result<Attempt> {
         keys::validate(key)?;
         options.validate()?;
+        // Lua compares ticks as doubles: exact up to 2^53 (epoch ms reach that in year 287,396).
+        if let Some(tick) = tick
+            && tick.unsigned_abs() > 1 << 53
+        {
+            return Err(LockError::InvalidOptions(format!("tick {tick} is out of range (at most ±2^53 ms)")));
+        }
         if let Some(state) = scope::find(self.scope_id(), key) {
             if let Some(reason) = state.loss() {
                 return Err(LockError::Lost { key: key.to_owned(), reason });
@@ -116,25 +122,37 @@ impl Core {
             tracing::trace!(key, instance = %self.instance_id(), "re-entrant acquisition");
             return Ok(Attempt::Acquired(LockGuard::nested(state, self.releaser.clone())));
         }
-        let identity = self.identity(options.wait).await?;
-        let token = new_token(&identity);
         match options.wait {
-            None => self.fail_fast(key, &token, &identity, &options, tick).await,
+            None => {
+                let identity = self.liveness.identity().await?;
+                let token = new_token(&identity);
+                self.fail_fast(key, &token, &identity, &options, tick).await
+            }
             // Boxed: the waiting machinery is large and off the fail-fast path; inline, it
             // would make every `try_lock` future several kilobytes to move around.
-            Some(wait) => {
-                let waiting = Waiting::new(self, key, &options, tick, wait, identity, token);
-                Box::pin(waiting.run()).await
-            }
+            Some(wait) => Box::pin(self.wait_for(key, &options, tick, wait)).await,
         }
     }
 
-    /// This client's liveness identity. Creating it (first use, or after it died) needs Redis;
-    /// a waiting caller keeps trying while Redis is unreachable, up to its wait bound.
-    async fn identity(&self, wait: Option<Duration>) -> Result<Arc<Identity>> {
-        let Some(wait) = wait else { return self.liveness.identity().await };
+    /// A waiting acquisition, bounded by `wait` from now.
+    async fn wait_for(
+        &self,
+        key: &str,
+        options: &LockOptions,
+        tick: Option<i64>,
+        wait: Duration,
+    ) -> Result<Attempt> {
+        // A wait too long to represent (e.g. Duration::MAX, "forever") waits for decades.
         let now = Instant::now();
         let deadline = now.checked_add(wait).unwrap_or_else(|| now + FOREVER);
+        let identity = self.identity_until(deadline).await?;
+        let token = new_token(&identity);
+        Waiting::new(self, key, options, tick, wait, deadline, identity, token).run().await
+    }
+
+    /// This client's liveness identity. Creating it (first use, or after it died) needs Redis;
+    /// a waiting caller keeps trying while Redis is unreachable, up to `deadline`.
+    async fn identity_until(&self, deadline: Instant) -> Result<Arc<Identity>> {
         let (mut pause, max) = self.config.backoff;
         loop {
             match self.liveness.identity().await {
@@ -163,7 +181,7 @@ impl Core {
             let reply = if plain {
                 self.set_nx(key, token, lease.lease).await?
             } else {
-                self.script(key, token, options, tick, None).await?
+                self.script(key, token, options, tick, None, &Sent::default()).await?
             };
             match reply {
                 Reply::Acquired { fence, sent_at } => {
@@ -171,14 +189,14 @@ impl Core {
                 }
                 Reply::TickDone { last, ours } => {
                     if ours {
-                        self.releaser.abandon(key, token, Instant::now(), lease.lease, false);
+                        self.releaser.abandon(key, token, Instant::now(), lease.lease, false, None);
                     }
                     return Ok(Attempt::TickDone(last));
                 }
                 Reply::Held { remaining, holder } => {
                     if !taken_over && let Some(holder) = holder {
-                        taken_over = self.take_over_if_dead(key, &holder).await?;
-                        if taken_over {
+                        taken_over = true;
+                        if self.take_over_if_dead(key, &holder).await? {
                             continue;
                         }
                     }
@@ -198,12 +216,13 @@ impl Core {
         let mut cmd = redis::cmd("SET");
         cmd.arg(key).arg(token).arg("NX").arg("PX").arg(millis(lease, "lease")?).arg("GET");
         let sent_at = Instant::now();
-        let cleanup = CleanupOnDrop::new(&self.releaser, key, token, sent_at, lease);
-        let previous: Option<String> = match self.conn.query(&cmd, || format!("acquiring lock `{key}`")).await
-        {
-            Ok(previous) => previous,
-            Err(e) => return Err(cleanup.failed(e)),
-        };
+        let sent = Sent::default();
+        let cleanup = CleanupOnDrop::new(&self.releaser, key, token, sent_at, lease, &sent);
+        let previous: Option<String> =
+            match self.conn.query_once(&cmd, || format!("acquiring lock `{key}`"), &sent).await {
+                Ok(previous) => previous,
+                Err(e) => return Err(cleanup.failed(e)),
+            };
         cleanup.disarm();
         Ok(match previous {
             // Our own token can only come from an earlier send of it, which this path never
@@ -224,6 +243,7 @@ impl Core {
         options: &LockOptions,
         tick: Option<i64>,
         ticket: Option<Duration>,
+        sent: &Sent,
     ) -> Result<Reply> {
         let lease = self.lease_of(options).lease;
         let mut invocation = ACQUIRE.prepare_invoke();
@@ -233,7 +253,7 @@ impl Core {
             invocation.key(keys::aux(key, "fence"));
         }
         if tick.is_some() {
-            invocation.key(keys::aux(key, "tick"));
+            invocation.key(keys::aux(key, "tick")).key(keys::aux(key, "tick:by"));
         }
         invocation
             .arg(token)
@@ -243,9 +263,9 @@ impl Core {
             .arg(ticket.map_or(Ok(0), |d| millis(d, "waiter ticket"))?)
             .arg(millis(self.config.handoff, "hand-off")?);
         let sent_at = Instant::now();
-        let cleanup = CleanupOnDrop::new(&self.releaser, key, token, sent_at, lease);
+        let cleanup = CleanupOnDrop::new(&self.releaser, key, token, sent_at, lease, sent);
         let reply: Vec<Value> =
-            match self.conn.invoke(&invocation, || format!("acquiring lock `{key}`")).await {
+            match self.conn.invoke_once(&invocation, || format!("acquiring lock `{key}`"), sent).await {
                 Ok(reply) => reply,
                 Err(e) if ticket.is_some() => {
                     cleanup.disarm();
@@ -265,8 +285,9 @@ impl Core {
             },
             2 => Reply::TickDone { last: int(1), ours: int(2) == 1 },
             _ => {
+                // A holder that is not text is not one of this crate's tokens: never taken over.
                 let holder = match reply.get(2) {
-                    Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+                    Some(Value::BulkString(b)) => String::from_utf8(b.clone()).ok(),
                     _ => None,
                 };
                 Reply::Held { remaining: u64::try_from(int(1)).ok().map(Duration::from_millis), holder }
@@ -293,7 +314,7 @@ impl Core {
         if released {
             tracing::warn!(key, instance = %self.instance_id(), holder, "the holder's client is gone (its liveness lease expired); took the lock over");
         }
-        Ok(true)
+        Ok(released)
     }
 
     /// The guard of a lock just acquired; registered with the watchdog if it renews.
@@ -367,8 +388,9 @@ struct Waiting<'a> {
     remaining: Option<Duration>,
     /// The last transient failure, reported if the bound passes before Redis comes back.
     last_error: Option<LockError>,
-    /// When the last try was sent, if any: the token may be in Redis from then on.
-    last_sent: Option<Instant>,
+    /// When the last try was sent, if any, and on which connection: the token may be in
+    /// Redis from then on.
+    last_sent: Option<(Instant, Option<u64>)>,
     done: bool,
 }
 
@@ -380,19 +402,21 @@ enum Step {
 }
 
 impl<'a> Waiting<'a> {
+    #[allow(clippy::too_many_arguments)]
     fn new(
         core: &'a Core,
         key: &'a str,
         options: &'a LockOptions,
         tick: Option<i64>,
         wait: Duration,
+        deadline: Instant,
         identity: Arc<Identity>,
         token: String,
     ) -> Self {
-        // A wait too long to represent (e.g. Duration::MAX, "forever") waits for decades.
-        let now = Instant::now();
-        let deadline = now.checked_add(wait).unwrap_or_else(|| now + FOREVER);
         let (initial, max) = core.config.backoff;
+        // Registered before the first try, so a hand-off announced right after it is heard
+        // when the channel is already subscribed (another waiter, or a lingering one).
+        let ticket = Some(core.waiters.register(key, &token));
         Waiting {
             core,
             key,
@@ -403,7 +427,7 @@ impl<'a> Waiting<'a> {
             identity,
             token,
             line: max.saturating_mul(3).max(Duration::from_secs(1)),
-            ticket: None,
+            ticket,
             backoff: initial,
             remaining: None,
             last_error: None,
@@ -416,7 +440,8 @@ impl<'a> Waiting<'a> {
         loop {
             match self.try_once().await? {
                 Step::Done(attempt) => return Ok(attempt),
-                Step::TryAgain => continue,
+                Step::TryAgain if Instant::now() < self.deadline => continue,
+                Step::TryAgain => return Err(self.timed_out()),
                 Step::Wait => {}
             }
             if self.listen().await? {
@@ -430,8 +455,16 @@ impl<'a> Waiting<'a> {
     /// One scripted try with a ticket.
     async fn try_once(&mut self) -> Result<Step> {
         let core = self.core;
-        self.last_sent = Some(Instant::now());
-        match core.script(self.key, &self.token, self.options, self.tick, Some(self.line)).await {
+        if self.identity.is_dead() {
+            self.start_afresh().await?;
+        }
+        let sent = Sent::default();
+        let sent_at = Instant::now();
+        let reply = core.script(self.key, &self.token, self.options, self.tick, Some(self.line), &sent).await;
+        if sent.generation().is_some() {
+            self.last_sent = Some((sent_at, sent.generation()));
+        }
+        match reply {
             Ok(Reply::Acquired { fence, sent_at }) => {
                 self.done = true;
                 let guard = core.guard(self.key, &self.token, &self.identity, self.options, fence, sent_at);
@@ -442,9 +475,15 @@ impl<'a> Waiting<'a> {
             Ok(Reply::Held { remaining, holder }) => {
                 self.remaining = remaining;
                 self.last_error = None;
-                match holder {
-                    Some(holder) if core.take_over_if_dead(self.key, &holder).await? => Ok(Step::TryAgain),
-                    _ => Ok(Step::Wait),
+                let Some(holder) = holder else { return Ok(Step::Wait) };
+                match core.take_over_if_dead(self.key, &holder).await {
+                    Ok(true) => Ok(Step::TryAgain),
+                    Ok(false) => Ok(Step::Wait),
+                    Err(e) if e.is_transient() => {
+                        self.last_error = Some(e);
+                        Ok(Step::Wait)
+                    }
+                    Err(e) => Err(e),
                 }
             }
             Err(e) if e.is_transient() => {
@@ -454,6 +493,26 @@ impl<'a> Waiting<'a> {
                 Ok(Step::Wait)
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// The client's identity died while this waiter waited (a stall or an outage longer than
+    /// the liveness TTL): a lock taken with its token would be lost at once, so the token is
+    /// given up and the wait goes on with a new one, at the back of the queue.
+    async fn start_afresh(&mut self) -> Result<()> {
+        self.abandon();
+        self.identity = self.core.identity_until(self.deadline).await?;
+        self.token = new_token(&self.identity);
+        self.ticket = Some(self.core.waiters.register(self.key, &self.token));
+        Ok(())
+    }
+
+    /// Cleans up the current token (queue entry, and the key if it was handed to it or taken
+    /// by a try whose reply was lost).
+    fn abandon(&mut self) {
+        if let Some((sent_at, generation)) = self.last_sent.take() {
+            let lease = self.core.lease_of(self.options).lease;
+            self.core.releaser.abandon(self.key, &self.token, sent_at, lease, true, generation);
         }
     }
 
@@ -503,9 +562,8 @@ impl Drop for Waiting<'_> {
     // the token leaves the queue and, if a try's reply was lost or the lock was handed over
     // just now, the key: other waiters are not held up until the ticket or lease lapses.
     fn drop(&mut self) {
-        if let (false, Some(sent_at)) = (self.done, self.last_sent) {
-            let lease = self.core.lease_of(self.options).lease;
-            self.core.releaser.abandon(self.key, &self.token, sent_at, lease, true);
+        if !self.done {
+            self.abandon();
         }
     }
 }
@@ -519,6 +577,7 @@ struct CleanupOnDrop<'a> {
     token: &'a str,
     sent_at: Instant,
     lease: Duration,
+    sent: &'a Sent,
     armed: bool,
 }
 
@@ -529,8 +588,9 @@ impl<'a> CleanupOnDrop<'a> {
         token: &'a str,
         sent_at: Instant,
         lease: Duration,
+        sent: &'a Sent,
     ) -> Self {
-        CleanupOnDrop { releaser, key, token, sent_at, lease, armed: true }
+        CleanupOnDrop { releaser, key, token, sent_at, lease, sent, armed: true }
     }
 
     fn disarm(mut self) {
@@ -547,8 +607,10 @@ impl<'a> CleanupOnDrop<'a> {
 
 impl Drop for CleanupOnDrop<'_> {
     fn drop(&mut self) {
-        if self.armed {
-            self.releaser.abandon(self.key, self.token, self.sent_at, self.lease, false);
+        // Never sent (no connection): nothing can have happened.
+        if self.armed && self.sent.generation().is_some() {
+            let generation = self.sent.generation();
+            self.releaser.abandon(self.key, self.token, self.sent_at, self.lease, false, generation);
         }
     }
 }

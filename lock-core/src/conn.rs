@@ -12,6 +12,21 @@ use deadpool_redis::redis::{self, FromRedisValue, RedisError, Script};
 use crate::error::{LockError, Result, is_connection_error};
 use crate::lock_unpoisoned;
 
+/// The connection generation a command went out on (0: not sent).
+#[derive(Debug, Default)]
+pub(crate) struct Sent(AtomicU64);
+
+impl Sent {
+    fn record(&self, generation: u64) {
+        self.0.store(generation, Ordering::Relaxed);
+    }
+
+    /// The generation, if the command was sent.
+    pub(crate) fn generation(&self) -> Option<u64> {
+        Some(self.0.load(Ordering::Relaxed)).filter(|g| *g != 0)
+    }
+}
+
 /// The lock commands' connection, taken out of `pool` on first use and again after a failure.
 #[derive(Debug)]
 pub(crate) struct Conn {
@@ -33,59 +48,61 @@ impl Conn {
         &self.pool
     }
 
-    /// Runs a script invocation, reconnecting and retrying once if the connection had failed
-    /// (every script here is safe to run twice).
+    /// Runs a script invocation, reconnecting and retrying once if the connection had failed.
+    /// Only for scripts whose second run reports what the first did (extend, leave, a
+    /// take-over's release); see [`invoke_once`](Self::invoke_once).
     pub(crate) async fn invoke<T: FromRedisValue>(
         &self,
         invocation: &redis::ScriptInvocation<'_>,
         action: impl Fn() -> String,
     ) -> Result<T> {
-        self.invoke_with(invocation, action, true).await
-    }
-
-    /// [`invoke`](Self::invoke); with `retry_timeouts` false, a timed-out command (which may
-    /// still have run) is reported instead of sent again.
-    pub(crate) async fn invoke_with<T: FromRedisValue>(
-        &self,
-        invocation: &redis::ScriptInvocation<'_>,
-        action: impl Fn() -> String,
-        retry_timeouts: bool,
-    ) -> Result<T> {
-        let mut retried = false;
-        loop {
-            let (generation, mut conn) = self.connection(&action).await?;
-            match invocation.invoke_async(&mut conn).await {
-                Ok(value) => return Ok(value),
-                Err(e) if is_connection_error(&e) && !retried && (retry_timeouts || !e.is_timeout()) => {
-                    self.drop_connection(generation);
-                    retried = true;
-                }
-                Err(e) => {
-                    if is_connection_error(&e) {
-                        self.drop_connection(generation);
-                    }
-                    return Err(LockError::redis(action(), e));
-                }
-            }
+        match self.invoke_once(invocation, &action, &Sent::default()).await {
+            Err(e) if e.outcome_unknown() => self.invoke_once(invocation, &action, &Sent::default()).await,
+            result => result,
         }
     }
 
-    /// Sends one command, once: the caller knows whether it is safe to repeat.
+    /// Runs a script invocation once, recording in `sent` the connection it went out on: an
+    /// acquisition or release whose reply is lost must be cleaned up, not sent again (a
+    /// second run would report the first one's effect as someone else's).
+    pub(crate) async fn invoke_once<T: FromRedisValue>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+        action: impl Fn() -> String,
+        sent: &Sent,
+    ) -> Result<T> {
+        let (generation, mut conn) = self.connection(&action).await?;
+        sent.record(generation);
+        invocation.invoke_async(&mut conn).await.map_err(|e| self.failed(generation, action(), e))
+    }
+
+    /// Sends one command, once, recording in `sent` the connection it went out on.
+    pub(crate) async fn query_once<T: FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+        action: impl Fn() -> String,
+        sent: &Sent,
+    ) -> Result<T> {
+        let (generation, mut conn) = self.connection(&action).await?;
+        sent.record(generation);
+        cmd.query_async(&mut conn).await.map_err(|e| self.failed(generation, action(), e))
+    }
+
+    /// Sends one command, once.
     pub(crate) async fn query<T: FromRedisValue>(
         &self,
         cmd: &redis::Cmd,
         action: impl Fn() -> String,
     ) -> Result<T> {
-        let (generation, mut conn) = self.connection(&action).await?;
-        match cmd.query_async(&mut conn).await {
-            Ok(value) => Ok(value),
-            Err(e) => {
-                if is_connection_error(&e) {
-                    self.drop_connection(generation);
-                }
-                Err(LockError::redis(action(), e))
-            }
+        self.query_once(cmd, action, &Sent::default()).await
+    }
+
+    /// A failed command: drops its connection if that is what failed.
+    fn failed(&self, generation: u64, action: String, e: RedisError) -> LockError {
+        if is_connection_error(&e) {
+            self.drop_connection(generation);
         }
+        LockError::redis(action, e)
     }
 
     /// The generation of the live connection, if one is up. Commands sent on one connection

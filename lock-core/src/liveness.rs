@@ -249,6 +249,12 @@ async fn renew_once(shared: &Shared, identity: &Identity) -> bool {
     shared.renewals.fetch_add(1, Ordering::Relaxed);
     match shared.conn.query::<Option<String>>(&cmd, || "renewing this client's liveness key".to_owned()).await
     {
+        // Sent after the deadline had passed: its guards already count as lost (and may have
+        // said so), so the identity is not revived.
+        Ok(Some(_)) if sent_at >= identity.deadline() => {
+            identity.kill();
+            true
+        }
         Ok(Some(_)) => {
             identity.extend_from(sent_at, shared.ttl);
             true

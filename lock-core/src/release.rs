@@ -11,7 +11,7 @@ use deadpool_redis::redis::ScriptInvocation;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::conn::Conn;
+use crate::conn::{Conn, Sent};
 use crate::error::Result;
 use crate::keys;
 use crate::options::millis;
@@ -67,7 +67,7 @@ impl Releaser {
 
     /// Releases `state`'s lock: compare-and-delete and announce, or, within a minimum hold,
     /// shorten the key's expiry to what is left of it. Returns whether it was still ours.
-    pub(crate) async fn release(&self, state: &LockState) -> Result<bool> {
+    pub(crate) async fn release(self: &Arc<Self>, state: &LockState) -> Result<bool> {
         let was_held = state.mark_released();
         self.watchdog.unregister(state.id);
         let keep = state
@@ -76,10 +76,23 @@ impl Releaser {
             .filter(|d| !d.is_zero());
         let invocation =
             self.release_invocation(&state.key, &state.token, keep.map_or(Ok(0), |d| millis(d, "at_least"))?);
-        // Not retried after a timeout: a late first RELEASE would make the retry report that
-        // the lock was no longer ours.
-        let owned: i64 =
-            self.conn.invoke_with(&invocation, || format!("releasing lock `{}`", state.key), false).await?;
+        // Not sent again after a lost reply: a late first RELEASE would make the second report
+        // that the lock was no longer ours. The clean-up makes sure it is gone.
+        let sent = Sent::default();
+        let sent_at = Instant::now();
+        let owned: i64 = match self
+            .conn
+            .invoke_once(&invocation, || format!("releasing lock `{}`", state.key), &sent)
+            .await
+        {
+            Ok(owned) => owned,
+            Err(e) => {
+                if e.outcome_unknown() {
+                    self.abandon(&state.key, &state.token, sent_at, state.lease, false, sent.generation());
+                }
+                return Err(e);
+            }
+        };
         let owned = owned == 1;
         if owned {
             tracing::debug!(key = %state.key, instance = %self.instance, fence = state.fence, held_for = ?state.acquired_at.elapsed(), kept_for = ?keep, "lock released");
@@ -129,7 +142,8 @@ impl Releaser {
     /// future dropped while the command was out): the command may still run on the server
     /// later (a stalled Redis buffers it), so `key` is released if it holds `token`, retried
     /// until that is certain or the token's lease, counted from `sent_at`, has passed. With
-    /// `queued`, the token also leaves the queue of waiters.
+    /// `queued`, the token also leaves the queue of waiters. `generation` is the connection the
+    /// uncertain command went out on, if known: a clean-up that runs on it runs after it.
     pub(crate) fn abandon(
         self: &Arc<Self>,
         key: &str,
@@ -137,29 +151,32 @@ impl Releaser {
         sent_at: Instant,
         lease: Duration,
         queued: bool,
+        generation: Option<u64>,
     ) {
-        let generation = self.conn.generation();
         let (key, token) = (key.to_owned(), token.to_owned());
         self.spawn(move |releaser| async move {
             let expires = sent_at + lease;
             let mut pause = Duration::from_millis(50);
+            let mut left = !queued;
             loop {
                 // Out of the queue first, so no release hands the key to this token after the
                 // compare-and-delete below has looked.
-                if queued {
+                if !left {
                     let mut leave = LEAVE.prepare_invoke();
                     leave.key(keys::aux(&key, "waiters")).key(keys::aux(&key, "waiters:until")).arg(&token);
-                    let _: Result<i64> =
+                    let leave: Result<i64> =
                         releaser.conn.invoke(&leave, || "leaving the queue of waiters".to_owned()).await;
+                    left = leave.is_ok();
                 }
-                let released = releaser.release_token(&key, &token).await;
+                let released = if left { releaser.release_token(&key, &token).await } else { Ok(false) };
                 // Certain once it released the token, or once it ran on the connection the
                 // uncertain command went out on (so after it), or once the lease is over.
-                let certain = match released {
-                    Ok(true) => true,
-                    Ok(false) => generation.is_some() && releaser.conn.generation() == generation,
-                    Err(_) => false,
-                };
+                let certain = left
+                    && match released {
+                        Ok(true) => true,
+                        Ok(false) => generation.is_some() && releaser.conn.generation() == generation,
+                        Err(_) => false,
+                    };
                 if certain || Instant::now() >= expires {
                     return;
                 }

@@ -10,7 +10,8 @@ use deadpool_redis::redis::Script;
 /// uncontended fail-fast path is a plain `SET NX PX GET`, see `acquire.rs`).
 ///
 /// KEYS: lock key, waiter queue (list of tokens, oldest first), waiter tickets (zset: token ->
-/// epoch ms), then the fence key (with fencing or a tick) and the tick key (with a tick).
+/// epoch ms), then the fence key (with fencing or a tick), and the tick key and its claimant
+/// key (with a tick).
 /// ARGV: token, lease ms, fencing ("1"/"0"), tick ("" for none), waiter ticket ms ("0": the
 /// caller does not wait), hand-off ms.
 ///
@@ -31,12 +32,16 @@ pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
         r"
 local token, ticket = ARGV[1], tonumber(ARGV[5])
 local holder = redis.call('GET', KEYS[1])
+local own_claim = false
 if ARGV[4] ~= '' then
   local last = redis.call('GET', KEYS[5])
   if last and tonumber(last) >= tonumber(ARGV[4]) then
-    -- The third element says the key holds our token (handed over, or taken by a lost
-    -- earlier send): the caller passes it on.
-    return {2, tonumber(last), holder == token and 1 or 0}
+    -- An earlier send of this very token claimed it (its reply was lost): ours.
+    own_claim = holder == token and last == ARGV[4] and redis.call('GET', KEYS[6]) == token
+    if not own_claim then
+      -- The third element says the key holds our token (handed over): the caller passes it on.
+      return {2, tonumber(last), holder == token and 1 or 0}
+    end
   end
 end
 local now
@@ -52,8 +57,11 @@ local function wait_in_line()
     if redis.call('ZADD', KEYS[3], clock() + ticket, token) == 1 then
       redis.call('RPUSH', KEYS[2], token)
     end
-    redis.call('PEXPIRE', KEYS[2], ticket)
-    redis.call('PEXPIRE', KEYS[3], ticket)
+    -- Only ever lengthened: a waiter with a shorter ticket must not expire the others'.
+    if redis.call('PTTL', KEYS[3]) < ticket then
+      redis.call('PEXPIRE', KEYS[2], ticket)
+      redis.call('PEXPIRE', KEYS[3], ticket)
+    end
   end
 end
 if holder and holder ~= token then
@@ -92,8 +100,10 @@ if ARGV[3] == '1' then
   fence = math.max((tonumber(redis.call('GET', KEYS[4])) or 0) + 1, floor)
   redis.call('SET', KEYS[4], string.format('%d', fence), 'PX', ARGV[2])
 end
-if ARGV[4] ~= '' then
+if ARGV[4] ~= '' and not own_claim then
   redis.call('SET', KEYS[5], ARGV[4])
+  -- Who claimed it, for a retry of this send whose reply is lost.
+  redis.call('SET', KEYS[6], token, 'PX', ARGV[2])
 end
 return {1, fence}
 ",

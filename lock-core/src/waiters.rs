@@ -68,8 +68,11 @@ struct State {
 struct Channel {
     /// Waiting tasks by the token they wait with.
     slots: HashMap<String, Arc<Slot>>,
-    /// The connection generation on which this channel is subscribed.
+    /// The connection generation on which this channel is (being) subscribed.
     subscribed: Option<u64>,
+    /// Whether Redis confirmed that subscription; until then a waiter subscribes again
+    /// (SUBSCRIBE is idempotent), so a cancelled SUBSCRIBE cannot leave others deaf.
+    confirmed: bool,
 }
 
 #[derive(Debug)]
@@ -160,7 +163,8 @@ impl Ticket {
                 .filter(|c| !c.reader.is_finished())
                 .map(|c| c.generation)
                 .filter(|g| state.live == Some(*g));
-            if live.is_some() && state.channels.get(&self.channel).and_then(|c| c.subscribed) == live {
+            let channel = state.channels.get(&self.channel);
+            if live.is_some() && channel.is_some_and(|c| c.confirmed && c.subscribed == live) {
                 return Ok(false);
             }
             if live.is_none() {
@@ -175,6 +179,7 @@ impl Ticket {
         // to leave still sends the UNSUBSCRIBE (ordered after this SUBSCRIBE by the mutex).
         if let Some(channel) = lock_unpoisoned(&shared.state).channels.get_mut(&self.channel) {
             channel.subscribed = Some(c.generation);
+            channel.confirmed = false;
         }
         let subscribed = tokio::time::timeout(shared.timeout, c.sink.subscribe(&self.channel))
             .await
@@ -182,6 +187,11 @@ impl Ticket {
         if let Err(e) = subscribed {
             shared.reset(&mut conn);
             return Err(LockError::redis(format!("subscribing to `{}`", self.channel), e));
+        }
+        if let Some(channel) = lock_unpoisoned(&shared.state).channels.get_mut(&self.channel)
+            && channel.subscribed == Some(c.generation)
+        {
+            channel.confirmed = true;
         }
         Ok(true)
     }

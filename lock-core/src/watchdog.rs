@@ -152,6 +152,13 @@ async fn renew_all(client: &Shared) -> bool {
 }
 
 async fn renew_batch(client: &Shared, batch: &[Arc<LockState>]) -> bool {
+    // A lock whose client identity died is lost, however long its key lives: not renewed.
+    for state in batch.iter().filter(|s| s.is_active()) {
+        if let Some(reason) = state.loss() {
+            client.unregister(state.id);
+            state.mark_lost(reason);
+        }
+    }
     let mut batch: Vec<&Arc<LockState>> = batch.iter().filter(|s| s.is_active()).collect();
     if batch.is_empty() {
         return true;

@@ -335,3 +335,16 @@ async fn a_fresh_clients_first_wait_outlasts_an_unreachable_redis() {
         tokio::time::timeout(Duration::from_secs(15), waiter).await.expect("acquires").unwrap().unwrap();
     assert_eq!(get(&server, "lock:first"), guard.token());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_beyond_exact_lua_numbers_is_rejected() {
+    init_tracing();
+    let server = RedisServer::start();
+    let a = client(&server, "pod-1");
+    let err = a.run_tick("lock:job", 1 << 60, LockOptions::new(), async {}).await.expect_err("out of range");
+    assert!(matches!(err, LockError::InvalidOptions(_)), "{err:?}");
+    assert!(err.to_string().contains("2^53"), "{err}");
+    let ran = a.run_tick("lock:job", 1_700_000_000_000, LockOptions::new(), async { 7 }).await.unwrap();
+    assert_eq!(ran, lock_core::tick::TickRun::Ran(7));
+    assert_eq!(server.cli(&["GET", "{lock:job}:tick"]), "1700000000000");
+}
