@@ -34,7 +34,7 @@
 //!   runtime's end releases its lock at the end of its lease (or with the client's liveness
 //!   lease). [`Scheduler`](crate::Scheduler) waits for running jobs up to a grace period.
 //! - **No catch-up of missed slots**: a slot nobody's `JobScheduler` fired (every replica down,
-//!   or every fire too late) is not run. Not covered; [`CatchUp`](crate::CatchUp) is the
+//!   or every fire too late) is not run. Not covered; [`CatchUp`] is the
 //!   scheduler's.
 
 use std::future::Future;
