@@ -30,9 +30,10 @@
 //!   after any slot and is skipped: such a job does not run until the `JobScheduler` (or the
 //!   job) is recreated. Not covered: use [`Scheduler`](crate::Scheduler) for jobs in zones
 //!   with DST.
-//! - **`shutdown()` does not wait for running jobs.** Not covered: a run cut short by the
-//!   runtime's end releases its lock at the end of its lease (or with the client's liveness
-//!   lease). [`Scheduler`](crate::Scheduler) waits for running jobs up to a grace period.
+//! - **`shutdown()` does not wait for running jobs.** Covered on request: count the fires with
+//!   an [`InFlight`] ([`OncePerTick::in_flight`]) and wait for it after `shutdown()`
+//!   ([`InFlight::wait_idle`]). Runs still going when the runtime ends are dropped: their locks
+//!   then expire with their lease (or the client's liveness lease).
 //! - **No catch-up of missed slots**: a slot nobody's `JobScheduler` fired (every replica down,
 //!   or every fire too late) is not run. Not covered; [`CatchUp`] is the
 //!   scheduler's.
@@ -49,6 +50,7 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use lock_core::tick::TickRun;
 use lock_core::{LockClient, LockError, LockOptions};
+use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::job::{JobOutput, RunContext};
@@ -162,6 +164,7 @@ pub struct OncePerTick {
     tz: Tz,
     options: LockOptions,
     max_lateness: Duration,
+    in_flight: Option<InFlight>,
 }
 
 impl OncePerTick {
@@ -176,6 +179,7 @@ impl OncePerTick {
             tz: Tz::UTC,
             options: LockOptions::new(),
             max_lateness: DEFAULT_MAX_LATENESS,
+            in_flight: None,
         }
     }
 
@@ -197,6 +201,13 @@ impl OncePerTick {
     /// least 1 s, at most a week). A fire later than this after every slot is skipped with a warning.
     pub fn max_lateness(mut self, max_lateness: Duration) -> Self {
         self.max_lateness = max_lateness;
+        self
+    }
+
+    /// Counts this job's fires in progress in `in_flight` (shared by any number of jobs), so
+    /// that a shutdown can wait for them: tokio-cron-scheduler's `shutdown()` does not.
+    pub fn in_flight(mut self, in_flight: &InFlight) -> Self {
+        self.in_flight = Some(in_flight.clone());
         self
     }
 
@@ -226,7 +237,12 @@ impl OncePerTick {
             // Read at once: the slot is worked out from when tokio-cron-scheduler fired.
             let now = Utc::now();
             let adapter = adapter.clone();
-            Box::pin(async move { adapter.fire(now).await })
+            // Counted from the fire on, until the run (or the skip) is over.
+            let counted = adapter.in_flight.as_ref().map(InFlight::enter);
+            Box::pin(async move {
+                let _counted = counted;
+                adapter.fire(now).await;
+            })
         })
         .map_err(|e| TokioCronError::Job { key, message: e.to_string() })
     }
@@ -252,6 +268,7 @@ impl OncePerTick {
             tz: self.tz,
             options: self.options,
             max_lateness: self.max_lateness,
+            in_flight: self.in_flight,
             last_fired: AtomicI64::new(i64::MIN),
             func,
         })
@@ -269,6 +286,7 @@ struct Adapter {
     tz: Tz,
     options: LockOptions,
     max_lateness: Duration,
+    in_flight: Option<InFlight>,
     /// The last tick this replica fired (tokio-cron-scheduler may fire a slot twice).
     last_fired: AtomicI64,
     func: Func,
@@ -329,6 +347,69 @@ impl Adapter {
             Ok(_) => tracing::info!(outcome = "skipped", "the tick was not run here"),
             Err(error) => tracing::error!(outcome = "failed", error = %error, "could not claim the tick"),
         }
+    }
+}
+
+/// Counts the fires in progress of the jobs built with [`OncePerTick::in_flight`], so that a
+/// shutdown can wait for their runs to finish (tokio-cron-scheduler's `shutdown()` does not).
+/// Cheap to clone; clones share the count.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// use scheduler::tokio_cron::{InFlight, OncePerTick};
+/// use tokio_cron_scheduler::JobScheduler;
+///
+/// # async fn demo(client: scheduler::lock_core::LockClient) -> anyhow::Result<()> {
+/// let in_flight = InFlight::new();
+/// let mut sched = JobScheduler::new().await?;
+/// sched.add(OncePerTick::new(&client, "lock:report", "0 0 2 * * *").in_flight(&in_flight).job(|| async {})?).await?;
+/// sched.start().await?;
+/// // ... at shutdown:
+/// sched.shutdown().await?;
+/// if !in_flight.wait_idle(Duration::from_secs(25)).await {
+///     eprintln!("{} run(s) still going", in_flight.running());
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct InFlight(Arc<watch::Sender<usize>>);
+
+impl Default for InFlight {
+    fn default() -> Self {
+        InFlight(Arc::new(watch::Sender::new(0)))
+    }
+}
+
+impl InFlight {
+    /// A count at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many fires are in progress (claiming their tick, or running).
+    pub fn running(&self) -> usize {
+        *self.0.borrow()
+    }
+
+    /// Waits until no fire is in progress, at most `timeout`; `true` if none is.
+    pub async fn wait_idle(&self, timeout: Duration) -> bool {
+        let mut count = self.0.subscribe();
+        tokio::time::timeout(timeout, count.wait_for(|n| *n == 0)).await.is_ok_and(|r| r.is_ok())
+    }
+
+    fn enter(&self) -> Counted {
+        self.0.send_modify(|n| *n += 1);
+        Counted(self.clone())
+    }
+}
+
+/// One fire in progress; counted down when dropped.
+struct Counted(InFlight);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.0.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 

@@ -2,13 +2,14 @@
 //! `JobScheduler`s, one per replica, run once per tick across the replicas.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lock_core::LockClient;
 use scheduler::chrono::Utc;
 use scheduler::tokio_cron::tokio_cron_scheduler::JobScheduler;
-use scheduler::tokio_cron::{OncePerTick, once_per_tick};
+use scheduler::tokio_cron::{InFlight, OncePerTick, once_per_tick};
 use tests::harness::{RedisServer, init_tracing, wait_until};
 
 fn client(server: &RedisServer, instance: &str) -> LockClient {
@@ -170,6 +171,41 @@ async fn a_run_longer_than_the_period_holds_the_lock_and_runs_never_overlap() {
     for pair in spans.windows(2) {
         assert!(pair[1].0 >= pair[0].1, "two runs overlapped: {runs:#?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_can_wait_for_running_jobs_through_in_flight() {
+    init_tracing();
+    let server = RedisServer::start();
+    let client = client(&server, "pod-1");
+    let in_flight = InFlight::new();
+    let (starts, ends) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let job = {
+        let (starts, ends) = (starts.clone(), ends.clone());
+        OncePerTick::new(&client, "lock:tcs-drain", "* * * * * *").in_flight(&in_flight).job(move || {
+            let (starts, ends) = (starts.clone(), ends.clone());
+            async move {
+                starts.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                ends.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    };
+    let mut sched = JobScheduler::new().await.expect("a JobScheduler");
+    sched.add(job.expect("a valid job")).await.expect("job added");
+    sched.start().await.expect("scheduler starts");
+    assert!(wait_until(Duration::from_secs(10), || starts.load(Ordering::SeqCst) > 0).await);
+
+    sched.shutdown().await.expect("scheduler stops");
+    // tokio-cron-scheduler's shutdown returned with the run still going; the count knows.
+    assert_eq!(ends.load(Ordering::SeqCst), 0);
+    assert!(in_flight.running() >= 1);
+    assert!(in_flight.wait_idle(Duration::from_secs(10)).await, "{} still running", in_flight.running());
+    assert_eq!(in_flight.running(), 0);
+    assert_eq!(starts.load(Ordering::SeqCst), 1);
+    assert_eq!(ends.load(Ordering::SeqCst), 1);
+    // The run's lock was released when it ended.
+    assert_eq!(server.cli(&["EXISTS", "lock:tcs-drain"]).trim(), "0");
 }
 
 #[tokio::test]
