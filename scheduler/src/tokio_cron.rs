@@ -198,7 +198,8 @@ impl OncePerTick {
     }
 
     /// How late after a slot a fire still runs that slot (default [`DEFAULT_MAX_LATENESS`], at
-    /// least 1 s, at most a week). A fire later than this after every slot is skipped with a warning.
+    /// least 1 s, at most a week). A fire later than this after every slot is skipped with a
+    /// warning.
     pub fn max_lateness(mut self, max_lateness: Duration) -> Self {
         self.max_lateness = max_lateness;
         self
