@@ -1,5 +1,5 @@
 //! One job's driver task: computes its slots on the scheduler's clock in the job's time zone,
-//! wakes on the heartbeat (or a precise timer for the last stretch), fires each slot once as a
+//! re-reads the clock every second (and times the last stretch precisely), fires each slot once as a
 //! run under [`tick::scope`], and at shutdown waits for or cancels the run in flight.
 
 use std::future::Future;
@@ -23,12 +23,13 @@ use crate::report::RunOutcome;
 use crate::schedule::Due;
 use crate::scheduler::{JobEntry, Shared, State};
 
-/// A slot this close is awaited with a precise timer; farther ones wait for the heartbeat.
-/// More than the heartbeat's worst gap (1 s period + 0.5 s polling).
+/// A slot this close is awaited with a precise timer; farther ones re-read the clock every
+/// [`RECHECK`]. More than `RECHECK`.
 const LOOKAHEAD: Duration = Duration::from_secs(2);
 
-/// Longest wait between re-evaluations should the heartbeat ever stop.
-const FALLBACK: Duration = Duration::from_secs(10);
+/// Longest wait between readings of the wall clock while a slot is far: a clock step (a
+/// suspended VM, an NTP correction) is noticed within this.
+const RECHECK: Duration = Duration::from_secs(1);
 
 /// How a driver ended.
 pub(crate) struct DriverExit {
@@ -52,7 +53,6 @@ pub(crate) fn spawn(
     shared: &Arc<Shared>,
     job: &Arc<JobEntry>,
     started: DateTime<Utc>,
-    beat: &watch::Receiver<u64>,
     state: &watch::Receiver<State>,
 ) -> JoinHandle<DriverExit> {
     let span = tracing::info_span!(parent: None, "scheduler", instance = %shared.instance, job = %job.name);
@@ -61,8 +61,6 @@ pub(crate) fn spawn(
         job: job.clone(),
         floor: started,
         current: None,
-        beat: beat.clone(),
-        beat_alive: true,
         state: state.clone(),
     };
     tokio::spawn(driver.drive().instrument(span))
@@ -78,7 +76,7 @@ struct Running {
 
 /// Why a wait for the next slot ended.
 enum Wake {
-    /// Time to look at the clock again (a timer, the heartbeat, or a state change).
+    /// Time to look at the clock again (a timer or a state change).
     Recheck,
     /// The scheduler handle was dropped: stop firing, leave the running job alone.
     HandleDropped,
@@ -91,9 +89,6 @@ struct Driver {
     /// Every slot up to `floor` has been dealt with; slots before the start are not ours.
     floor: DateTime<Utc>,
     current: Option<Running>,
-    beat: watch::Receiver<u64>,
-    /// False once the heartbeat's sender is gone: timers alone wake the driver then.
-    beat_alive: bool,
     state: watch::Receiver<State>,
 }
 
@@ -189,27 +184,13 @@ impl Driver {
     }
 
     /// Sleeps until `next` is due, or something changes: a precise timer when it is close,
-    /// else the heartbeat (or the fallback timer, should the heartbeat stop).
+    /// else [`RECHECK`], to read the wall clock again.
     async fn wait_for_slot(&mut self, next: DateTime<Tz>) -> Wake {
         let wait = (next.with_timezone(&Utc) - self.shared.clock.now()).to_std().unwrap_or_default();
-        if wait <= LOOKAHEAD {
-            tokio::select! {
-                () = tokio::time::sleep(wait) => Wake::Recheck,
-                changed = self.state.changed() => state_wake(changed),
-            }
-        } else {
-            let fallback = (wait - LOOKAHEAD).min(FALLBACK);
-            tokio::select! {
-                beat = self.beat.changed(), if self.beat_alive => {
-                    if beat.is_err() {
-                        tracing::warn!("the cron heartbeat stopped; falling back to timers");
-                        self.beat_alive = false;
-                    }
-                    Wake::Recheck
-                },
-                () = tokio::time::sleep(fallback) => Wake::Recheck,
-                changed = self.state.changed() => state_wake(changed),
-            }
+        let wait = if wait <= LOOKAHEAD { wait } else { RECHECK };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => Wake::Recheck,
+            changed = self.state.changed() => state_wake(changed),
         }
     }
 

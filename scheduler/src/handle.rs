@@ -10,7 +10,6 @@ use lock_core::LockClient;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tokio_cron_scheduler::JobScheduler;
 
 use crate::driver::{DriverExit, RunEnd};
 use crate::report::{RunReport, ShutdownReport};
@@ -28,9 +27,10 @@ const FOREVER: Duration = Duration::from_secs(60 * 60 * 24 * 365 * 30);
 pub struct SchedulerHandle {
     shared: Arc<Shared>,
     jobs: Vec<Arc<JobEntry>>,
+    /// Dropping it (with the handle) tells the drivers to stop firing and leave running jobs
+    /// alone.
     state: watch::Sender<State>,
     drivers: Vec<JoinHandle<DriverExit>>,
-    timer: Option<JobScheduler>,
 }
 
 impl SchedulerHandle {
@@ -39,9 +39,8 @@ impl SchedulerHandle {
         jobs: Vec<Arc<JobEntry>>,
         state: watch::Sender<State>,
         drivers: Vec<JoinHandle<DriverExit>>,
-        timer: JobScheduler,
     ) -> Self {
-        SchedulerHandle { shared, jobs, state, drivers, timer: Some(timer) }
+        SchedulerHandle { shared, jobs, state, drivers }
     }
 
     pub(crate) fn shared(&self) -> &Shared {
@@ -150,18 +149,12 @@ impl SchedulerHandle {
         report
     }
 
-    /// Stops the heartbeat and collects every driver's exit; if `force` resolves first, tells
+    /// Collects every driver's exit; if `force` resolves first, tells
     /// the drivers to cancel their running jobs now. Also returns whether it did.
     async fn wait_for_drivers<F: Future>(&mut self, force: F) -> (Vec<DriverExit>, bool) {
-        let timer = self.timer.take();
         let drivers = std::mem::take(&mut self.drivers);
         let instance = self.shared.instance.clone();
         let collect = async move {
-            if let Some(mut timer) = timer
-                && let Err(e) = timer.shutdown().await
-            {
-                tracing::warn!(instance = %instance, "stopping the cron timer failed: {e:?}");
-            }
             let mut exits = Vec::with_capacity(drivers.len());
             for driver in drivers {
                 match driver.await {
@@ -212,20 +205,6 @@ impl SchedulerHandle {
                     "some locks of cancelled jobs were not released in time; they expire at the end of their leases"
                 );
             }
-        }
-    }
-}
-
-impl Drop for SchedulerHandle {
-    fn drop(&mut self) {
-        // After `shutdown` this changes nothing; otherwise drivers stop firing and leave
-        // running jobs alone (the dropped sender tells them so).
-        if let Some(mut timer) = self.timer.take()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            runtime.spawn(async move {
-                let _ = timer.shutdown().await;
-            });
         }
     }
 }

@@ -8,6 +8,7 @@ mod report;
 mod schedule;
 mod scheduler;
 mod signal;
+pub mod tokio_cron;
 
 pub use clock::{Clock, OffsetClock, SystemClock};
 pub use handle::SchedulerHandle;

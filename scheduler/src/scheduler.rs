@@ -1,5 +1,5 @@
-//! [`Scheduler`]: builds and validates jobs, starts tokio-cron-scheduler's heartbeat and one
-//! [driver](crate::driver) per job, and hands back a [`SchedulerHandle`] to stop them.
+//! [`Scheduler`]: builds and validates jobs, starts one [driver](crate::driver) per job, and
+//! hands back a [`SchedulerHandle`] to stop them.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -12,8 +12,6 @@ use chrono::{DateTime, Utc};
 use lock_core::LockClient;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
-use tokio_cron_scheduler::{Job as TimerJob, JobScheduler};
-use tracing::Instrument;
 
 use crate::clock::{Clock, SystemClock};
 use crate::driver;
@@ -27,9 +25,6 @@ use crate::signal::ShutdownSignals;
 /// Kubernetes' default 30 s termination grace period, so that cancelling the rest and releasing
 /// their locks still happens before the pod is killed.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
-
-/// The heartbeat: tokio-cron-scheduler fires this every second (in UTC, where no DST exists).
-const HEARTBEAT_CRON: &str = "* * * * * *";
 
 /// Reports buffered per subscriber before the slowest one starts missing some.
 const REPORT_CAPACITY: usize = 1024;
@@ -72,14 +67,6 @@ pub enum SchedulerError {
          `LockClient::install_default()` before building the scheduler"
     )]
     NoClient,
-    /// tokio-cron-scheduler (the heartbeat) could not be created or started.
-    #[error("the cron timer (tokio-cron-scheduler) failed while {action}: {message}")]
-    Timer {
-        /// What was being done.
-        action: &'static str,
-        /// Its error.
-        message: String,
-    },
     /// The SIGTERM / Ctrl-C listeners could not be installed.
     #[error("could not listen for shutdown signals (SIGTERM, Ctrl-C)")]
     Signal(#[source] std::io::Error),
@@ -288,22 +275,16 @@ impl Scheduler {
         self.shared.reports.subscribe()
     }
 
-    /// Starts firing: creates the tokio-cron-scheduler heartbeat and one driver task per job.
+    /// Starts firing: one driver task per job, each timing its own slots.
     /// Slots due before this call are not run. Must be called within a tokio runtime.
     pub async fn start(self) -> Result<SchedulerHandle, SchedulerError> {
-        let (beat_tx, beat_rx) = watch::channel(0u64);
-        let span = tracing::info_span!(parent: None, "scheduler", instance = %self.shared.instance);
-        let timer = start_heartbeat(beat_tx).instrument(span).await?;
         let (state_tx, state_rx) = watch::channel(State::Running);
         // Slots up to now are not ours, whenever the drivers first get to run.
         let started = truncate(self.shared.clock.now());
-        let drivers = self
-            .jobs
-            .iter()
-            .map(|job| driver::spawn(&self.shared, job, started, &beat_rx, &state_rx))
-            .collect();
+        let drivers =
+            self.jobs.iter().map(|job| driver::spawn(&self.shared, job, started, &state_rx)).collect();
         tracing::info!(instance = %self.shared.instance, jobs = self.jobs.len(), "scheduler started");
-        Ok(SchedulerHandle::new(self.shared, self.jobs, state_tx, drivers, timer))
+        Ok(SchedulerHandle::new(self.shared, self.jobs, state_tx, drivers))
     }
 
     /// Starts, runs until `stop` resolves, then shuts down gracefully.
@@ -339,25 +320,6 @@ impl fmt::Debug for Scheduler {
             .field("grace", &self.shared.grace)
             .finish_non_exhaustive()
     }
-}
-
-async fn start_heartbeat(beat: watch::Sender<u64>) -> Result<JobScheduler, SchedulerError> {
-    let timer_error = |action| {
-        move |e: tokio_cron_scheduler::JobSchedulerError| SchedulerError::Timer {
-            action,
-            message: format!("{e:?}"),
-        }
-    };
-    let timer = JobScheduler::new().await.map_err(timer_error("creating the scheduler"))?;
-    let job = TimerJob::new_async(HEARTBEAT_CRON, move |_id, _timer| {
-        beat.send_modify(|n| *n = n.wrapping_add(1));
-        tracing::trace!(beat = *beat.borrow(), "cron heartbeat");
-        Box::pin(async {})
-    })
-    .map_err(timer_error("creating the heartbeat job"))?;
-    timer.add(job).await.map_err(timer_error("adding the heartbeat job"))?;
-    timer.start().await.map_err(timer_error("starting"))?;
-    Ok(timer)
 }
 
 /// What the drivers are told, through a `watch` channel whose sender the

@@ -749,7 +749,7 @@ async fn missed_slots_are_caught_up_at_most_once() {
         .unwrap();
     let (handle, reports) = start(scheduler).await;
     // Once a slot of the every-second job has run, the minutely drivers are long asleep,
-    // waiting for the heartbeat (their next slot is ~50 s away).
+    // re-reading the clock once a second (their next slot is ~50 s away).
     assert!(wait_until(Duration::from_secs(3), || !snapshot(&reports).is_empty()).await);
 
     // The clock steps forward 3 minutes (a stall, a suspended VM): slots M+1, M+2 and M+3 are
@@ -767,7 +767,7 @@ async fn missed_slots_are_caught_up_at_most_once() {
         "{:#?}",
         snapshot(&reports)
     );
-    // Noticed at the next heartbeat (every second), not at the 10 s fallback timer.
+    // Noticed at the next reading of the clock (every second).
     assert!(stepped.elapsed() < Duration::from_millis(2500), "{:?}", stepped.elapsed());
     // Give a wrongly scheduled extra run the chance to show up (this wait is under test).
     tokio::time::sleep(Duration::from_millis(1500)).await;
