@@ -13,7 +13,7 @@
 //! # async fn demo(client: lock_core::LockClient) -> Result<(), scheduler::ControlError> {
 //! scheduler::pause(&client, "daily-report").await?;
 //! for run in scheduler::history(&client, "daily-report", 10).await? {
-//!     println!("{} on {}: {}", run.slot, run.instance, run.outcome);
+//!     println!("tick {} on {}: {} in {:?}", run.tick, run.instance, run.outcome, run.duration);
 //! }
 //! scheduler::resume(&client, "daily-report").await?;
 //! # Ok(()) }
