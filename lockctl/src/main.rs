@@ -42,10 +42,11 @@ const ABORTED: u8 = 4;
 ///
 /// Exit codes: 0 done; 1 nothing there (lock free, job not paused, no history, no match);
 /// 2 bad usage or input; 3 Redis unreachable or failing; 4 unlock not confirmed.
-#[derive(Debug, Parser)]
+// No `Debug`: it would show the URL, password included.
+#[derive(Parser)]
 #[command(name = "lockctl", version)]
 struct Cli {
-    /// Redis URL (redis://[user:password@]host:port/db); the password is never printed.
+    /// Redis URL, e.g. `redis://user:password@host:6379/0`; the password is never printed.
     #[arg(long, env = "REDIS_URL", hide_env_values = true, global = true)]
     url: Option<String>,
     /// Print JSON (one document) instead of text.
