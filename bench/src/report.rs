@@ -234,7 +234,7 @@ impl Table {
 /// A target from DESIGN §8 and whether this run met it.
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
-    pub(crate) name: &'static str,
+    pub(crate) name: String,
     pub(crate) measured: f64,
     pub(crate) limit: f64,
     /// True when `measured` must be at least `limit`, false when at most.
@@ -275,13 +275,13 @@ impl Report {
 
     pub(crate) fn target(
         &mut self,
-        name: &'static str,
+        name: impl Into<String>,
         measured: f64,
         at_least: bool,
         limit: f64,
         unit: &'static str,
     ) {
-        self.targets.push(Target { name, measured, limit, at_least, unit });
+        self.targets.push(Target { name: name.into(), measured, limit, at_least, unit });
     }
 
     pub(crate) fn targets_table(&self) -> Table {
@@ -290,7 +290,7 @@ impl Report {
             let digits = if target.unit == "%" || target.unit == "µs" { 1 } else { 2 };
             let op = if target.at_least { ">=" } else { "<=" };
             t.row(vec![
-                target.name.to_owned(),
+                target.name.clone(),
                 format!("{}{}", fmt(target.measured, digits), target.unit),
                 format!("{op} {}{}", fmt(target.limit, digits), target.unit),
                 if target.met() { "met".to_owned() } else { "MISSED".to_owned() },
@@ -304,7 +304,7 @@ impl Report {
             .iter()
             .map(|t| {
                 Json::new("target")
-                    .str("target", t.name)
+                    .str("target", &t.name)
                     .num("measured", t.measured)
                     .num("limit", t.limit)
                     .str("op", if t.at_least { ">=" } else { "<=" })

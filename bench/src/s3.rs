@@ -211,8 +211,8 @@ pub(crate) async fn run(b: &Bench, report: &mut Report, locks: usize, lease: Dur
         table.row(vec![metric.to_owned(), value, note]);
     }
     table.note(format!(
-        "Renewal passes start `interval` after the previous pass ended, so the rate is held / (interval + pass \
-         time). RSS is measured in this process (the benchmark's `Vec<LockGuard>` included). {early} renewal(s) \
+        "Renewal passes run at a fixed rate (every `interval`, however long a pass takes); a pass skips locks \
+         renewed or acquired less than half an interval before it. RSS is measured in this process (the benchmark's `Vec<LockGuard>` included). {early} renewal(s) \
          came earlier than the interval."
     ));
     report.tables.push(table);
@@ -238,8 +238,9 @@ pub(crate) async fn run(b: &Bench, report: &mut Report, locks: usize, lease: Dur
             .int("lost_during_hold", lost_during as u64)
             .int("released_owned", released_owned as u64),
     );
-    report.target("S3 renewal calls, x ideal", ratio(counted_rate, ideal), false, 1.1, "x");
-    report.target("S3 RSS growth per held lock", per_lock_bytes(rss_held) / 1024.0, false, 2.5, " KiB");
+    report.target("S3 renewal calls, x ideal (at most)", ratio(counted_rate, ideal), false, 1.03, "x");
+    report.target("S3 renewal calls, x ideal (at least)", ratio(counted_rate, ideal), true, 0.97, "x");
+    report.target("S3 RSS growth per held lock", per_lock_bytes(rss_held) / 1024.0, false, 1.0, " KiB");
     report.target("S3 locks lost", lost as f64, false, 0.0, "");
     Ok(())
 }

@@ -138,7 +138,7 @@ impl Core {
 
     /// [`lock_for`](Self::lock_for) past the re-entrancy check, inside the acquire span.
     async fn acquire(&self, key: &str, options: LockOptions, tick: Option<i64>) -> Result<Attempt> {
-        let identity = self.liveness.identity().await?;
+        let identity = self.identity(options.wait).await?;
         let token = new_token(&identity);
         match options.wait {
             None => self.fail_fast(key, &token, &identity, &options, tick).await,
@@ -147,6 +147,24 @@ impl Core {
             Some(wait) => {
                 let waiting = Waiting::new(self, key, &options, tick, wait, identity, token);
                 Box::pin(waiting.run()).await
+            }
+        }
+    }
+
+    /// This client's liveness identity. Creating it (first use, or after it died) needs Redis;
+    /// a waiting caller keeps trying while Redis is unreachable, up to its wait bound.
+    async fn identity(&self, wait: Option<Duration>) -> Result<Arc<Identity>> {
+        let Some(wait) = wait else { return self.liveness.identity().await };
+        let now = Instant::now();
+        let deadline = now.checked_add(wait).unwrap_or_else(|| now + FOREVER);
+        let (mut pause, max) = self.config.backoff;
+        loop {
+            match self.liveness.identity().await {
+                Err(e) if e.is_transient() && Instant::now() + pause < deadline => {
+                    tokio::time::sleep(jittered(pause)).await;
+                    pause = pause.saturating_mul(2).min(max);
+                }
+                result => return result,
             }
         }
     }

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use crate::conn::Conn;
 use crate::error::Result;
 use crate::lock_unpoisoned;
-use crate::options::{drift, millis};
+use crate::options::{drift, millis, next_pass};
 
 /// Prefix of liveness keys: `lock-client:<instance>:<client id>`.
 pub(crate) const KEY_PREFIX: &str = "lock-client:";
@@ -234,12 +234,7 @@ async fn renew(shared: Weak<Shared>) {
         let Some(shared) = shared.upgrade() else { return };
         let identity = lock_unpoisoned(&shared.current).clone();
         let ok = renew_once(&shared, &identity).await;
-        let now = Instant::now();
-        next = if ok { next + interval } else { now + interval.min(RETRY_AFTER_ERROR) };
-        // After a stall, start again from now rather than firing every missed pass.
-        if next < now {
-            next = now;
-        }
+        next = next_pass(next, interval, ok, RETRY_AFTER_ERROR);
     }
 }
 

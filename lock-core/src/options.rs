@@ -165,6 +165,20 @@ pub(crate) fn millis(d: Duration, what: &str) -> Result<u64> {
     Ok(ms as u64)
 }
 
+/// When a periodic renewal task (watchdog, liveness) runs next: at a fixed rate after a pass
+/// that succeeded (a slow pass does not push the next one back), soon after one that failed,
+/// and never in the past (after a stall it starts again from now instead of catching up).
+pub(crate) fn next_pass(
+    scheduled: tokio::time::Instant,
+    interval: Duration,
+    ok: bool,
+    retry_after_error: Duration,
+) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    let next = if ok { scheduled + interval } else { now + interval.min(retry_after_error) };
+    next.max(now)
+}
+
 /// The time a holder subtracts from its lease for clock drift between it and Redis
 /// (Redlock's allowance: 1% + 2 ms).
 pub(crate) fn drift(lease: Duration) -> Duration {

