@@ -71,6 +71,8 @@ usage: daily_report [--replicas N] [--cron EXPR] [--ticks N] [--time-zone TZ]
   --time-zone TZ   IANA time zone of the cron expression (default UTC)
   --instance NAME  run one replica named NAME, as a deployment would, against the Redis
                    that REDIS_URL names and every replica shares
+  --metrics-port P serve the replica's metrics in the Prometheus text format on
+                   http://127.0.0.1:P/metrics (the demo's replica N uses P + N - 1)
 
 Redis: the demo uses REDIS_URL if set, else starts a private redis-server from PATH;
 --instance always uses REDIS_URL.";
@@ -82,6 +84,7 @@ struct Args {
     ticks: Option<u32>,
     time_zone: Option<String>,
     instance: Option<String>,
+    metrics_port: Option<u16>,
     /// Internal: the first tick (epoch ms) the demo's replicas count, so they all count the
     /// same ticks.
     from: Option<i64>,
@@ -102,6 +105,9 @@ fn parse_args() -> anyhow::Result<Args> {
             "--ticks" => args.ticks = Some(value()?.parse().context("--ticks takes a number")?),
             "--time-zone" => args.time_zone = Some(value()?),
             "--instance" => args.instance = Some(value()?),
+            "--metrics-port" => {
+                args.metrics_port = Some(value()?.parse().context("--metrics-port takes a port number")?)
+            }
             "--from" => args.from = Some(value()?.parse().context("--from takes epoch milliseconds")?),
             other => bail!("unknown argument {other:?}\n\n{USAGE}"),
         }
@@ -194,6 +200,10 @@ fn tick_label(slot: DateTime<Tz>) -> String {
 /// One replica: a scheduler with the daily-report job, until `--ticks` ticks or SIGTERM.
 async fn replica(instance: String, args: Args) -> anyhow::Result<()> {
     let redis = shared_redis()?;
+    if let Some(port) = args.metrics_port {
+        serve_metrics(port)?;
+        println!("[{instance}] metrics on http://127.0.0.1:{port}/metrics");
+    }
     let client = LockClient::builder().url(redis.url()).instance_id(instance.as_str()).build()?;
     // The annotated fn has no `client = ...`: it uses the installed default.
     client.install_default();
@@ -239,6 +249,15 @@ async fn replica(instance: String, args: Args) -> anyhow::Result<()> {
         println!("[{instance}] stopped{}", stop_details(&report));
     }
     tally.check()
+}
+
+/// Installs the Prometheus exporter as the process's `metrics` recorder, serving the text
+/// format on `127.0.0.1:port` (lock-core and the scheduler record through the facade only).
+fn serve_metrics(port: u16) -> anyhow::Result<()> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(([127, 0, 0, 1], port))
+        .install()
+        .with_context(|| format!("serving metrics on 127.0.0.1:{port}"))
 }
 
 /// The Redis that `--instance` replicas share: `REDIS_URL`, required.
@@ -400,6 +419,9 @@ async fn print_outcome(pod: &str, tz: Tz, report: &RunReport, store: &LockClient
                 println!("[{pod}] This tick was claimed by another instance, skipping (tick {tick}; {e})")
             }
         },
+        RunOutcome::SkippedPaused => {
+            println!("[{pod}] The daily report is paused (lockctl resume {JOB}), skipping (tick {tick})");
+        }
         RunOutcome::SkippedStillRunning => {
             println!("[{pod}] The previous report is still being generated here, skipping (tick {tick})");
         }
@@ -476,6 +498,10 @@ fn spawn_replicas(
             .kill_on_drop(true);
         if let Some(tz) = &args.time_zone {
             cmd.args(["--time-zone", tz]);
+        }
+        if let Some(port) = args.metrics_port {
+            let port = port.saturating_add(u16::try_from(i - 1).unwrap_or(u16::MAX));
+            cmd.args(["--metrics-port", &port.to_string()]);
         }
         let mut child = cmd.spawn().context("starting a replica")?;
         let stdout = child.stdout.take().context("replica stdout")?;

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use deadpool_redis::redis::{self, Value};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::conn::{Conn, Sent};
 use crate::error::{LockError, Result};
@@ -22,6 +23,7 @@ use crate::release::Releaser;
 use crate::scope;
 use crate::scripts::ACQUIRE;
 use crate::state::{LockState, NewState};
+use crate::telemetry::{self, Acquisition};
 use crate::waiters::{Ticket, Waiters};
 use crate::watchdog::Watchdog;
 
@@ -122,6 +124,26 @@ impl Core {
             tracing::trace!(key, instance = %self.instance_id(), "re-entrant acquisition");
             return Ok(Attempt::Acquired(LockGuard::nested(state, self.releaser.clone())));
         }
+        let span = tracing::info_span!(
+            "lock_acquire",
+            key,
+            instance = %self.instance_id(),
+            fence = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let attempt = self.acquire(key, options, tick).instrument(span).await;
+        let outcome = match &attempt {
+            Ok(Attempt::Acquired(_)) => Acquisition::Acquired,
+            Ok(Attempt::Held(_) | Attempt::TickDone(_)) => Acquisition::Held,
+            Err(LockError::Timeout { .. }) => Acquisition::Timeout,
+            Err(_) => Acquisition::Error,
+        };
+        telemetry::acquisition(key, outcome, started.elapsed());
+        attempt
+    }
+
+    /// [`lock_for`](Self::lock_for) past the re-entrancy check, inside the acquire span.
+    async fn acquire(&self, key: &str, options: LockOptions, tick: Option<i64>) -> Result<Attempt> {
         match options.wait {
             None => {
                 let identity = self.liveness.identity().await?;
@@ -204,7 +226,7 @@ impl Core {
                         Some(remaining) => Some(remaining),
                         None => self.pttl(key).await?,
                     };
-                    tracing::trace!(key, instance = %self.instance_id(), ?remaining, "lock is held by another owner");
+                    tracing::trace!(?remaining, "lock is held by another owner");
                     return Ok(Attempt::Held(remaining));
                 }
             }
@@ -312,7 +334,10 @@ impl Core {
         }
         let released = self.releaser.release_token(key, holder).await?;
         if released {
-            tracing::warn!(key, instance = %self.instance_id(), holder, "the holder's client is gone (its liveness lease expired); took the lock over");
+            tracing::warn!(
+                holder,
+                "the holder's client is gone (its liveness lease expired); took the lock over"
+            );
         }
         Ok(released)
     }
@@ -342,7 +367,8 @@ impl Core {
         if watchdog {
             self.watchdog.register(state.clone());
         }
-        tracing::debug!(key, instance = %self.instance_id(), fence, ?lease, watchdog, "lock acquired");
+        tracing::Span::current().record("fence", fence);
+        tracing::debug!(?lease, watchdog, "lock acquired");
         LockGuard::new(state, self.releaser.clone())
     }
 }
@@ -467,6 +493,9 @@ impl<'a> Waiting<'a> {
         match reply {
             Ok(Reply::Acquired { fence, sent_at }) => {
                 self.done = true;
+                if self.ticket.is_some() {
+                    telemetry::handoff(self.key);
+                }
                 let guard = core.guard(self.key, &self.token, &self.identity, self.options, fence, sent_at);
                 Ok(Step::Done(Attempt::Acquired(guard)))
             }
@@ -487,7 +516,7 @@ impl<'a> Waiting<'a> {
                 }
             }
             Err(e) if e.is_transient() => {
-                tracing::debug!(key = self.key, instance = %core.instance_id(), error = %e, "redis unavailable while waiting; retrying");
+                tracing::debug!(error = %e, "redis unavailable while waiting; retrying");
                 self.remaining = None;
                 self.last_error = Some(e);
                 Ok(Step::Wait)
@@ -520,7 +549,7 @@ impl<'a> Waiting<'a> {
     /// it had to subscribe just now.
     async fn listen(&mut self) -> Result<bool> {
         if self.ticket.is_none() {
-            tracing::debug!(key = self.key, instance = %self.core.instance_id(), wait = ?self.wait, "lock held; waiting");
+            tracing::debug!(wait = ?self.wait, "lock held; waiting");
         }
         let ticket = self.ticket.get_or_insert_with(|| self.core.waiters.register(self.key, &self.token));
         match tokio::time::timeout_at(self.deadline, ticket.ensure_subscribed()).await {
@@ -550,7 +579,7 @@ impl<'a> Waiting<'a> {
     }
 
     fn timed_out(&mut self) -> LockError {
-        tracing::debug!(key = self.key, instance = %self.core.instance_id(), waited = ?self.wait, "timed out waiting for lock");
+        tracing::debug!(waited = ?self.wait, "timed out waiting for lock");
         self.last_error
             .take()
             .unwrap_or_else(|| LockError::Timeout { key: self.key.to_owned(), waited: self.wait })

@@ -24,7 +24,7 @@ use crate::lock_unpoisoned;
 use crate::options::{drift, millis, next_pass};
 
 /// Prefix of liveness keys: `lock-client:<instance>:<client id>`.
-const KEY_PREFIX: &str = "lock-client:";
+pub(crate) const KEY_PREFIX: &str = "lock-client:";
 
 /// Hex digits of a client id.
 const CLIENT_ID_LEN: usize = 12;

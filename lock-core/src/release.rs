@@ -10,6 +10,7 @@ use std::time::Duration;
 use deadpool_redis::redis::ScriptInvocation;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::conn::{Conn, Sent};
 use crate::error::Result;
@@ -68,6 +69,11 @@ impl Releaser {
     /// Releases `state`'s lock: compare-and-delete and announce, or, within a minimum hold,
     /// shorten the key's expiry to what is left of it. Returns whether it was still ours.
     pub(crate) async fn release(self: &Arc<Self>, state: &LockState) -> Result<bool> {
+        let span = tracing::info_span!("lock_release", key = %state.key, instance = %self.instance, fence = state.fence);
+        self.release_in_span(state).instrument(span).await
+    }
+
+    async fn release_in_span(self: &Arc<Self>, state: &LockState) -> Result<bool> {
         let was_held = state.mark_released();
         self.watchdog.unregister(state.id);
         let keep = state
@@ -95,9 +101,10 @@ impl Releaser {
         };
         let owned = owned == 1;
         if owned {
-            tracing::debug!(key = %state.key, instance = %self.instance, fence = state.fence, held_for = ?state.acquired_at.elapsed(), kept_for = ?keep, "lock released");
+            crate::telemetry::held(&state.key, state.acquired_at.elapsed());
+            tracing::debug!(held_for = ?state.acquired_at.elapsed(), kept_for = ?keep, "lock released");
         } else if was_held {
-            tracing::warn!(key = %state.key, instance = %self.instance, fence = state.fence, "lock released, but it had already expired or been taken over");
+            tracing::warn!("lock released, but it had already expired or been taken over");
         }
         Ok(owned)
     }

@@ -6,6 +6,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use crate::acquire::{Attempt, Core};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
@@ -71,6 +73,18 @@ pub(crate) async fn run<F: Future>(
 /// at its next await and becomes [`LockError::Lost`].
 async fn hold<F: Future>(client: &Core, guard: LockGuard, on_lost: OnLost, body: F) -> Result<F::Output> {
     let state = guard.state().clone();
+    let span =
+        tracing::info_span!("lock_hold", key = %state.key, instance = %state.instance, fence = state.fence);
+    hold_in_span(client, guard, on_lost, body).instrument(span).await
+}
+
+async fn hold_in_span<F: Future>(
+    client: &Core,
+    guard: LockGuard,
+    on_lost: OnLost,
+    body: F,
+) -> Result<F::Output> {
+    let state = guard.state().clone();
     let body = scope::enter(client.scope_id(), state.clone(), body);
     let output = match on_lost {
         OnLost::Continue => body.await,
@@ -79,7 +93,7 @@ async fn hold<F: Future>(client: &Core, guard: LockGuard, on_lost: OnLost, body:
                 biased;
                 output = body => output,
                 reason = state.clone().lost() => {
-                    tracing::error!(key = %state.key, instance = %state.instance, fence = state.fence, "lock lost ({reason}); the locked section was cancelled");
+                    tracing::error!("lock lost ({reason}); the locked section was cancelled");
                     // Dropping the guard releases in the background, if it is still ours.
                     drop(guard);
                     return Err(LockError::Lost { key: state.key.clone(), reason });
@@ -90,10 +104,10 @@ async fn hold<F: Future>(client: &Core, guard: LockGuard, on_lost: OnLost, body:
     match guard.release().await {
         Ok(true) => {}
         Ok(false) => {
-            tracing::warn!(key = %state.key, instance = %state.instance, "lock was no longer held when the locked section ended")
+            tracing::warn!("lock was no longer held when the locked section ended")
         }
         Err(e) => {
-            tracing::warn!(key = %state.key, instance = %state.instance, error = %e, "releasing the lock failed; it will expire at the end of its lease")
+            tracing::warn!(error = %e, "releasing the lock failed; it will expire at the end of its lease")
         }
     }
     Ok(output)

@@ -130,6 +130,7 @@ impl LockState {
         };
         let done = self.transition(code);
         if done {
+            crate::telemetry::lost(&self.key, reason);
             tracing::warn!(
                 key = %self.key,
                 instance = %self.instance,

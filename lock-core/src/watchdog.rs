@@ -178,11 +178,13 @@ async fn renew_batch(client: &Shared, batch: &[Arc<LockState>]) -> bool {
     let replies = match result {
         Ok(replies) => replies,
         Err(e) => {
+            crate::telemetry::renewal_failure();
             tracing::warn!(error = %e, locks = batch.len(), instance = %client.instance, "lock renewal failed; retrying");
             expire_overdue(client, &batch);
             return false;
         }
     };
+    crate::telemetry::renewals(replies.len());
     let mut ok = true;
     for (state, reply) in batch.iter().zip(replies) {
         match reply {

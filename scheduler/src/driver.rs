@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::control;
 use crate::job::RunContext;
 use crate::report::RunOutcome;
 use crate::schedule::Due;
@@ -141,7 +142,14 @@ impl Driver {
             due.missed,
             self.job.catch_up
         );
-        self.shared.report(&self.job, last_missed, now, RunOutcome::Missed(due.missed), Duration::ZERO);
+        let missed = RunOutcome::Missed(due.missed);
+        let (shared, job) = (self.shared.clone(), self.job.clone());
+        let recorded = missed.clone();
+        tokio::spawn(
+            async move { shared.record(&job, last_missed, &recorded, Duration::ZERO).await }
+                .in_current_span(),
+        );
+        self.shared.report(&self.job, last_missed, now, missed, Duration::ZERO);
     }
 
     /// Starts the run of `slot`, unless this replica's previous run of the job is still going.
@@ -241,6 +249,7 @@ impl Driver {
                 "{why}: cancelled the running job and released its lock"
             );
         });
+        self.shared.record(&self.job, run.slot, &RunOutcome::Cancelled, Duration::ZERO).await;
         self.shared.report(&self.job, run.slot, run.fired_at, RunOutcome::Cancelled, Duration::ZERO);
     }
 
@@ -301,10 +310,15 @@ type Caught = Result<Result<(), Failure>, Box<dyn std::any::Any + Send>>;
 async fn run(shared: Arc<Shared>, job: Arc<JobEntry>, ctx: RunContext, fired_at: DateTime<Utc>) {
     let started = Instant::now();
     let slot = ctx.slot();
-    let (caught, lock_outcome) = run_in_tick_scope(&shared, &job, ctx).await;
-    let outcome = classify(&job, caught, lock_outcome);
+    let outcome = if control::is_paused(&shared.client, &job.name).await {
+        RunOutcome::SkippedPaused
+    } else {
+        let (caught, lock_outcome) = run_in_tick_scope(&shared, &job, ctx).await;
+        classify(&job, caught, lock_outcome)
+    };
     let duration = started.elapsed();
     log_outcome(&job, slot, &outcome, duration);
+    shared.record(&job, slot, &outcome, duration).await;
     shared.report(&job, slot, fired_at, outcome, duration);
 }
 
@@ -384,6 +398,12 @@ fn log_outcome(job: &JobEntry, slot: DateTime<Utc>, outcome: &RunOutcome, durati
             outcome = "skipped: tick done",
             duration_ms,
             "this tick already ran on another instance, skipping"
+        ),
+        RunOutcome::SkippedPaused => tracing::info!(
+            job = %job,
+            tick = %tick,
+            outcome = "skipped: paused",
+            "the job is paused (lockctl resume or scheduler::resume to resume it), skipping"
         ),
         RunOutcome::Failed(error) => tracing::error!(
             job = %job,

@@ -52,6 +52,28 @@ impl SchedulerHandle {
         &self.shared.instance
     }
 
+    /// Pauses `job` on every replica (a flag in Redis, checked when a slot is about to be
+    /// claimed): its slots are skipped and recorded as
+    /// [`RunOutcome::SkippedPaused`](crate::RunOutcome::SkippedPaused) until
+    /// [`resume`](Self::resume). Any job name is accepted, including another scheduler's.
+    pub async fn pause(&self, job: &str) -> Result<(), crate::ControlError> {
+        crate::control::pause(&self.shared.client, job).await
+    }
+
+    /// Resumes a paused `job` on every replica; returns whether it was paused.
+    pub async fn resume(&self, job: &str) -> Result<bool, crate::ControlError> {
+        crate::control::resume(&self.shared.client, job).await
+    }
+
+    /// The last `n` runs of `job` across replicas, newest first (see [`crate::history`]).
+    pub async fn history(
+        &self,
+        job: &str,
+        n: usize,
+    ) -> Result<Vec<crate::HistoryEntry>, crate::ControlError> {
+        crate::control::history(&self.shared.client, job, n).await
+    }
+
     /// A receiver of every [`RunReport`] from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<RunReport> {
         self.shared.reports.subscribe()

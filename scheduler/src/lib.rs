@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod clock;
+mod control;
 mod driver;
 mod handle;
 mod job;
@@ -11,6 +12,10 @@ mod signal;
 pub mod tokio_cron;
 
 pub use clock::{Clock, OffsetClock, SystemClock};
+pub use control::{
+    ControlError, HISTORY_LEN, HISTORY_TTL, HistoryEntry, PauseState, history, history_key, jobs, pause,
+    pause_by, pause_key, pause_state, resume,
+};
 pub use handle::SchedulerHandle;
 pub use job::{Job, JobOutput, RunContext};
 pub use report::{RunOutcome, RunReport, ShutdownReport};

@@ -18,6 +18,9 @@ pub enum RunOutcome {
     SkippedTickDone,
     /// This replica's previous run of the job was still going; the slot was skipped.
     SkippedStillRunning,
+    /// The job was paused (see [`pause`](crate::pause)); every replica skips its slots until
+    /// it is resumed.
+    SkippedPaused,
     /// This many slots, the latest of which is the report's slot, could not run on time and
     /// were not run (see [`CatchUp`](crate::CatchUp)).
     Missed(u64),
@@ -31,13 +34,29 @@ pub enum RunOutcome {
 
 impl RunOutcome {
     /// The short label used in logs: `ran`, `skipped: held`, `skipped: tick done`,
-    /// `skipped: still running`, `missed`, `failed`, `cancelled`.
+    /// `skipped: still running`, `skipped: paused`, `missed`, `failed`, `cancelled`.
     pub fn label(&self) -> &'static str {
         match self {
             RunOutcome::Ran => "ran",
             RunOutcome::SkippedHeld => "skipped: held",
             RunOutcome::SkippedTickDone => "skipped: tick done",
             RunOutcome::SkippedStillRunning => "skipped: still running",
+            RunOutcome::SkippedPaused => "skipped: paused",
+            RunOutcome::Missed(_) => "missed",
+            RunOutcome::Failed(_) => "failed",
+            RunOutcome::Cancelled => "cancelled",
+        }
+    }
+
+    /// The outcome as a Prometheus label value: `ran`, `skipped_held`, `skipped_tick_done`,
+    /// `skipped_still_running`, `skipped_paused`, `missed`, `failed`, `cancelled`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            RunOutcome::Ran => "ran",
+            RunOutcome::SkippedHeld => "skipped_held",
+            RunOutcome::SkippedTickDone => "skipped_tick_done",
+            RunOutcome::SkippedStillRunning => "skipped_still_running",
+            RunOutcome::SkippedPaused => "skipped_paused",
             RunOutcome::Missed(_) => "missed",
             RunOutcome::Failed(_) => "failed",
             RunOutcome::Cancelled => "cancelled",

@@ -14,6 +14,7 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use crate::clock::{Clock, SystemClock};
+use crate::control;
 use crate::driver;
 use crate::handle::SchedulerHandle;
 use crate::job::{Job, JobFn, JobLock};
@@ -207,6 +208,22 @@ impl Shared {
         outcome: RunOutcome,
         duration: Duration,
     ) {
+        let name = job.name.to_string();
+        let lateness = (fired_at - slot).to_std().unwrap_or_default();
+        metrics::counter!("scheduler_runs_total", "job" => name.clone(), "outcome" => outcome.metric_label())
+            .increment(1);
+        match &outcome {
+            RunOutcome::Missed(n) => {
+                metrics::counter!("scheduler_misfires_total", "job" => name).increment(*n)
+            }
+            o if o.ran_here() => {
+                metrics::histogram!("scheduler_run_duration_seconds", "job" => name.clone(), "outcome" => o.metric_label())
+                    .record(duration.as_secs_f64());
+                metrics::histogram!("scheduler_start_lag_seconds", "job" => name)
+                    .record(lateness.as_secs_f64());
+            }
+            _ => {}
+        }
         // No subscriber is fine.
         let _ = self.reports.send(RunReport {
             job: job.name.to_string(),
@@ -215,9 +232,32 @@ impl Shared {
             instance: self.instance.to_string(),
             outcome,
             fired_at,
-            lateness: (fired_at - slot).to_std().unwrap_or_default(),
+            lateness,
             duration,
         });
+    }
+}
+
+impl Shared {
+    /// Appends the run to the job's history in Redis, if its outcome is one that is kept.
+    pub(crate) async fn record(
+        &self,
+        job: &JobEntry,
+        slot: DateTime<Utc>,
+        outcome: &RunOutcome,
+        duration: Duration,
+    ) {
+        if control::recorded(outcome) {
+            control::record(
+                &self.client,
+                &job.name,
+                slot.timestamp_millis(),
+                &self.instance,
+                outcome,
+                duration,
+            )
+            .await;
+        }
     }
 }
 

@@ -963,3 +963,63 @@ fn an_invalid_cron_expression_or_time_zone_is_a_typed_error_naming_the_job() {
     assert_eq!(ok.instance_id(), client.instance_id());
     assert_eq!(ok.schedule("report").unwrap().time_zone(), "Europe/Berlin".parse::<scheduler::Tz>().unwrap());
 }
+
+/// Pause / resume reach every replica: once paused, each replica reports its slots as
+/// skipped: paused and none runs; the history records them; after resume one replica runs
+/// each tick again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_job_is_skipped_on_every_replica_until_resumed() {
+    init_tracing();
+    let server = RedisServer::start();
+    let mut replicas = Vec::new();
+    for pod in ["pod-1", "pod-2"] {
+        let job = Job::new("paused-job", "* * * * * *", || async { anyhow::Ok(()) }).lock("lock:paused-job");
+        let scheduler = Scheduler::builder().client(client(&server, pod)).job(job).build().unwrap();
+        replicas.push(start(scheduler).await);
+    }
+    let ran = |replicas: &[(SchedulerHandle, Reports)]| -> usize {
+        replicas
+            .iter()
+            .map(|(_, r)| snapshot(r).iter().filter(|r| r.outcome == RunOutcome::Ran).count())
+            .sum()
+    };
+    assert!(wait_until(Duration::from_secs(30), || ran(&replicas) >= 1).await, "a first run");
+
+    let admin = client(&server, "admin");
+    scheduler::pause(&admin, "paused-job").await.expect("paused");
+    assert!(scheduler::pause_state(&admin, "paused-job").await.expect("state").paused.is_some());
+    // A tick that both replicas report as paused.
+    let paused_ticks = |replicas: &[(SchedulerHandle, Reports)]| -> BTreeSet<i64> {
+        let per: Vec<BTreeSet<i64>> = replicas
+            .iter()
+            .map(|(_, r)| {
+                snapshot(r)
+                    .iter()
+                    .filter(|r| r.outcome == RunOutcome::SkippedPaused)
+                    .map(|r| r.tick)
+                    .collect()
+            })
+            .collect();
+        per[0].intersection(&per[1]).copied().collect()
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || paused_ticks(&replicas).len() >= 2).await,
+        "two ticks paused on both replicas"
+    );
+    for &tick in &paused_ticks(&replicas) {
+        for (_, reports) in &replicas {
+            let here: Vec<RunReport> = snapshot(reports).into_iter().filter(|r| r.tick == tick).collect();
+            assert_eq!(here.len(), 1, "{here:#?}");
+            assert_eq!(here[0].outcome, RunOutcome::SkippedPaused, "{here:#?}");
+        }
+    }
+    let history = scheduler::history(&admin, "paused-job", 50).await.expect("history");
+    assert!(history.iter().filter(|e| e.outcome == "skipped: paused").count() >= 4, "{history:#?}");
+
+    assert!(replicas[0].0.resume("paused-job").await.expect("resumed"));
+    let before = ran(&replicas);
+    assert!(wait_until(Duration::from_secs(30), || ran(&replicas) > before).await, "runs again after resume");
+    for (handle, _) in replicas {
+        handle.shutdown().await;
+    }
+}

@@ -1,0 +1,316 @@
+//! Reading a lock's state from Redis, for operators' tools (`lockctl`) and dashboards: who
+//! holds it, for how long, its fence, its queue of waiters, whether the holder's client is
+//! alive; listing locks by pattern; force-releasing one.
+//!
+//! Everything here reads the keys of §3.1 of the design (the lock key, `{<key>}:fence`,
+//! `{<key>}:tick`, `{<key>}:waiters`, `{<key>}:waiters:until`, and the holder's liveness key
+//! `lock-client:<instance>:<client id>`). Nothing here is needed to take or release locks.
+//!
+//! ```no_run
+//! # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
+//! let state = lock_core::inspect::read(&client, "lock:daily-report").await?;
+//! if let Some(holder) = &state.holder {
+//!     println!("held by {} for {:?} more", holder.instance.as_deref().unwrap_or("?"), state.ttl);
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::time::Duration;
+
+use deadpool_redis::redis::{self, Value};
+
+use crate::client::LockClient;
+use crate::error::{LockError, Result};
+use crate::keys;
+use crate::liveness;
+
+/// Suffix that a release within a minimum hold (`at_least`) appends to the owner token it
+/// keeps in the key.
+const RELEASED_SUFFIX: &str = ":released";
+
+/// The holder of a lock, parsed from the owner token in the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Holder {
+    /// The raw value of the key: `<instance>:<client id>:<uuid>`, or that plus `:released` for
+    /// a lock kept for its minimum hold after its release.
+    pub token: String,
+    /// The instance id in the token (`None` for a value this crate did not write).
+    pub instance: Option<String>,
+    /// The holder's liveness key (`lock-client:<instance>:<client id>`), if the token names one.
+    pub liveness_key: Option<String>,
+    /// Whether the holder's liveness key exists: `Some(false)` means the holder's client is gone
+    /// (crashed, or stalled past its liveness TTL) and the next caller takes the lock over.
+    pub alive: Option<bool>,
+    /// The lock was released and is only kept for the rest of its minimum hold (`at_least`).
+    pub released: bool,
+}
+
+/// A caller queued for a lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Waiter {
+    /// The waiter's owner token.
+    pub token: String,
+    /// Its ticket's deadline, epoch milliseconds (server time); past it the ticket lapses.
+    pub ticket_until_ms: Option<i64>,
+    /// How long its ticket has left (zero when lapsed), from the server's clock.
+    pub ticket_remaining: Option<Duration>,
+}
+
+/// One lock's state, as [`read`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// The lock key.
+    pub key: String,
+    /// Who holds it; `None` when free.
+    pub holder: Option<Holder>,
+    /// The key's remaining expiry (`None`: free, or no expiry).
+    pub ttl: Option<Duration>,
+    /// The last fence drawn for the key, if its counter still exists.
+    pub fence: Option<u64>,
+    /// The last scheduler tick claimed with the key (epoch milliseconds), if any.
+    pub last_tick: Option<i64>,
+    /// The callers queued for it, oldest first.
+    pub waiters: Vec<Waiter>,
+}
+
+impl LockInfo {
+    /// Whether some owner holds the key.
+    pub fn is_held(&self) -> bool {
+        self.holder.is_some()
+    }
+}
+
+/// A lock found by [`list`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockSummary {
+    /// The lock key.
+    pub key: String,
+    /// Its holder (liveness not checked: see [`read`]).
+    pub holder: Holder,
+    /// Its remaining expiry.
+    pub ttl: Option<Duration>,
+}
+
+/// The names of the Redis keys that belong to the lock `key` (same cluster slot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockKeys {
+    /// The fence counter.
+    pub fence: String,
+    /// The last claimed scheduler tick.
+    pub tick: String,
+    /// The queue of waiting tokens (list).
+    pub waiters: String,
+    /// The waiters' ticket deadlines (sorted set: token -> epoch ms).
+    pub waiters_until: String,
+}
+
+/// The auxiliary keys of the lock `key`, after checking the key as an acquisition would.
+pub fn keys_of(key: &str) -> Result<LockKeys> {
+    keys::validate(key)?;
+    Ok(LockKeys {
+        fence: keys::aux(key, "fence"),
+        tick: keys::aux(key, "tick"),
+        waiters: keys::aux(key, "waiters"),
+        waiters_until: keys::aux(key, "waiters:until"),
+    })
+}
+
+/// A key that belongs to the lock machinery rather than naming a lock: auxiliary keys of a
+/// lock (`...:fence`, `...:tick`, `...:waiters`, `...:waiters:until`) and liveness keys.
+pub fn is_auxiliary_key(key: &str) -> bool {
+    key.starts_with(liveness::KEY_PREFIX)
+        || [":fence", ":tick", ":waiters", ":waiters:until"].iter().any(|s| key.ends_with(s))
+}
+
+/// Parses an owner token as this crate writes it. `None` for a value this crate did not write
+/// (a key that is not a lock).
+pub fn parse_token(token: &str) -> Option<Holder> {
+    let (bare, released) = match token.strip_suffix(RELEASED_SUFFIX) {
+        Some(bare) if liveness::owner_of(bare).is_some() => (bare, true),
+        _ => (token, false),
+    };
+    let owner = liveness::owner_of(bare)?;
+    let instance = owner.rsplit_once(':').map(|(instance, _)| instance.to_owned());
+    Some(Holder {
+        token: token.to_owned(),
+        instance,
+        liveness_key: Some(liveness::key_of(owner)),
+        alive: None,
+        released,
+    })
+}
+
+/// Reads the state of the lock `key`: holder, TTL, fence, last tick, waiters with their
+/// tickets, and whether the holder's client is alive. Two round trips (the liveness key may
+/// live in another cluster slot).
+pub async fn read(client: &LockClient, key: &str) -> Result<LockInfo> {
+    let names = keys_of(key)?;
+    let conn = &client.core().conn;
+    let mut pipe = redis::pipe();
+    pipe.cmd("GET")
+        .arg(key)
+        .cmd("PTTL")
+        .arg(key)
+        .cmd("GET")
+        .arg(&names.fence)
+        .cmd("GET")
+        .arg(&names.tick)
+        .cmd("LRANGE")
+        .arg(&names.waiters)
+        .arg(0)
+        .arg(-1)
+        .cmd("ZRANGE")
+        .arg(&names.waiters_until)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .cmd("TIME");
+    type Reply =
+        (Option<String>, i64, Option<String>, Option<String>, Vec<String>, Vec<(String, f64)>, (i64, i64));
+    let (value, pttl, fence, tick, queue, tickets, time): Reply = conn
+        .query_pipeline(&pipe)
+        .await
+        .map_err(|e| LockError::redis(format!("reading lock `{}`", short(key)), e))?;
+    let now_ms = time.0 * 1000 + time.1 / 1000;
+    let waiters = queue
+        .into_iter()
+        .map(|token| {
+            let until = tickets.iter().find(|(t, _)| *t == token).map(|(_, ms)| *ms as i64);
+            Waiter {
+                ticket_remaining: until
+                    .map(|u| Duration::from_millis(u.saturating_sub(now_ms).max(0) as u64)),
+                ticket_until_ms: until,
+                token,
+            }
+        })
+        .collect();
+    let holder = match value {
+        None => None,
+        Some(token) => {
+            let mut holder = parse_token(&token).unwrap_or(Holder {
+                token,
+                instance: None,
+                liveness_key: None,
+                alive: None,
+                released: false,
+            });
+            if let Some(live) = &holder.liveness_key {
+                let exists: bool = conn
+                    .query(&redis::Cmd::exists(live), || {
+                        format!("reading the liveness of `{}`'s holder", short(key))
+                    })
+                    .await?;
+                holder.alive = Some(exists);
+            }
+            Some(holder)
+        }
+    };
+    Ok(LockInfo {
+        key: key.to_owned(),
+        ttl: holder.as_ref().and(ttl_of(pttl)),
+        holder,
+        fence: fence.and_then(|f| f.parse().ok()),
+        last_tick: tick.and_then(|t| t.parse().ok()),
+        waiters,
+    })
+}
+
+/// Lists held locks whose key matches the glob `pattern` (Redis `SCAN MATCH`, never `KEYS`),
+/// at most `limit`, sorted by key. Keys whose value is not an owner token written by this
+/// crate, and the lock machinery's own keys, are left out.
+pub async fn list(client: &LockClient, pattern: &str, limit: usize) -> Result<Vec<LockSummary>> {
+    let conn = &client.core().conn;
+    let action = || format!("listing locks matching `{}`", short(pattern));
+    let mut cursor: u64 = 0;
+    let mut found = Vec::new();
+    loop {
+        let mut scan = redis::cmd("SCAN");
+        scan.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(1000).arg("TYPE").arg("string");
+        let (next, batch): (u64, Vec<String>) = conn.query(&scan, action).await?;
+        let candidates: Vec<String> = batch.into_iter().filter(|k| !is_auxiliary_key(k)).collect();
+        if !candidates.is_empty() {
+            let mut pipe = redis::pipe();
+            for key in &candidates {
+                pipe.cmd("GET").arg(key).cmd("PTTL").arg(key);
+            }
+            let replies: Vec<Value> =
+                conn.query_pipeline(&pipe).await.map_err(|e| LockError::redis(action(), e))?;
+            for (key, pair) in candidates.into_iter().zip(replies.chunks(2)) {
+                let (Some(Value::BulkString(value)), Some(Value::Int(pttl))) = (pair.first(), pair.get(1))
+                else {
+                    continue;
+                };
+                let Some(holder) = std::str::from_utf8(value).ok().and_then(parse_token) else { continue };
+                found.push(LockSummary { key, holder, ttl: ttl_of(*pttl) });
+            }
+        }
+        cursor = next;
+        if cursor == 0 || found.len() >= limit {
+            break;
+        }
+    }
+    found.sort_by(|a, b| a.key.cmp(&b.key));
+    found.truncate(limit);
+    Ok(found)
+}
+
+/// Force-releases the lock `key`, whoever holds it, as its holder's release would: handed to
+/// the oldest live waiter if any, else deleted. Returns the token it was taken from (`None`:
+/// the lock was free). The holder is not told: its next renewal fails and its guard reports
+/// the loss; until then it may still believe it holds the lock (fencing protects the data).
+pub async fn force_unlock(client: &LockClient, key: &str) -> Result<Option<String>> {
+    keys::validate(key)?;
+    let core = client.core();
+    // A few tries: the holder may release or hand over between the read and the release.
+    for _ in 0..5 {
+        let value: Option<String> =
+            core.conn.query(&redis::Cmd::get(key), || format!("reading lock `{}`", short(key))).await?;
+        let Some(token) = value else { return Ok(None) };
+        if core.releaser.release_token(key, &token).await? {
+            tracing::warn!(key = short(key), holder = %token, "lock force-released by an operator");
+            return Ok(Some(token));
+        }
+    }
+    Err(LockError::Config(format!(
+        "lock `{}` changed hands repeatedly while being force-released; try again",
+        short(key)
+    )))
+}
+
+fn ttl_of(pttl: i64) -> Option<Duration> {
+    u64::try_from(pttl).ok().map(Duration::from_millis)
+}
+
+/// A key shortened for messages (a 1 MB key is not echoed back in full).
+fn short(key: &str) -> &str {
+    match key.char_indices().nth(120) {
+        Some((i, _)) => &key[..i],
+        None => key,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_tokens() {
+        let token = "pod-1:0123456789ab:01234567-89ab-cdef-0123-456789abcdef";
+        let holder = parse_token(token).expect("a token");
+        assert_eq!(holder.instance.as_deref(), Some("pod-1"));
+        assert_eq!(holder.liveness_key.as_deref(), Some("lock-client:pod-1:0123456789ab"));
+        assert!(!holder.released);
+        let kept = parse_token(&format!("{token}:released")).expect("a kept token");
+        assert!(kept.released);
+        assert_eq!(kept.instance.as_deref(), Some("pod-1"));
+        assert!(parse_token("hello").is_none());
+        assert!(is_auxiliary_key("{lock:a}:fence"));
+        assert!(is_auxiliary_key("lock-client:pod-1:0123456789ab"));
+        assert!(!is_auxiliary_key("lock:a"));
+    }
+}

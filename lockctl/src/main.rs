@@ -1,0 +1,424 @@
+//! `lockctl`: the operators' tool for lock-core locks and scheduler jobs.
+//!
+//! ```text
+//! lockctl [--url URL] [--json] <command>
+//!   show <key>            holder, instance, TTL, fence, waiters, holder's client alive?
+//!   list [pattern]        held locks matching a glob (SCAN, never KEYS)
+//!   unlock <key> [--yes]  force-release a lock (asks first), says whom it was taken from
+//!   jobs                  jobs with their pause flag and last run
+//!   history <job> [-n N]  a job's last runs, newest first
+//!   pause <job>           pause a job on every replica
+//!   resume <job>          resume it
+//! ```
+//!
+//! Exit codes: 0 done; 1 nothing there (`show`/`unlock`: the lock is free, `resume`: the job
+//! was not paused, `history`: no runs recorded, `list`: no lock matched); 2 bad usage or
+//! input; 3 Redis unreachable or failing; 4 `unlock` not confirmed.
+
+mod format;
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use lock_core::{LockClient, LockError, inspect};
+use serde_json::{Value, json};
+
+use crate::format::{duration, slot_time};
+
+/// Exit code: the command did what was asked.
+const OK: u8 = 0;
+/// Exit code: there was nothing to act on (a free lock, a job not paused, no history).
+const NOTHING: u8 = 1;
+/// Exit code: bad usage or input (clap's own usage errors also exit with 2).
+const USAGE: u8 = 2;
+/// Exit code: Redis unreachable or failing.
+const REDIS: u8 = 3;
+/// Exit code: `unlock` was not confirmed.
+const ABORTED: u8 = 4;
+
+/// Inspect and operate lock-core locks and scheduler jobs in Redis.
+///
+/// Exit codes: 0 done; 1 nothing there (lock free, job not paused, no history, no match);
+/// 2 bad usage or input; 3 Redis unreachable or failing; 4 unlock not confirmed.
+// No `Debug`: it would show the URL, password included.
+#[derive(Parser)]
+#[command(name = "lockctl", version)]
+struct Cli {
+    /// Redis URL, e.g. `redis://user:password@host:6379/0`; the password is never printed.
+    #[arg(long, env = "REDIS_URL", hide_env_values = true, global = true)]
+    url: Option<String>,
+    /// Print JSON (one document) instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show one lock: holder, instance, TTL, fence, waiters, whether the holder is alive.
+    Show {
+        /// The lock key, e.g. lock:daily-report.
+        key: String,
+    },
+    /// List held locks whose key matches a glob pattern.
+    List {
+        /// Glob pattern (Redis MATCH syntax).
+        #[arg(default_value = "*")]
+        pattern: String,
+        /// At most this many locks.
+        #[arg(long, default_value_t = 1000)]
+        limit: usize,
+    },
+    /// Force-release a lock, whoever holds it (the next waiter gets it).
+    Unlock {
+        /// The lock key.
+        key: String,
+        /// Do not ask for confirmation.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+    /// List jobs (those with a run history or a pause flag) and their last run.
+    Jobs,
+    /// A job's last runs, newest first.
+    History {
+        /// The job's name.
+        job: String,
+        /// How many runs.
+        #[arg(short = 'n', long, default_value_t = 20)]
+        count: usize,
+    },
+    /// Pause a job on every replica: its slots are skipped (recorded as "skipped: paused").
+    Pause {
+        /// The job's name.
+        job: String,
+    },
+    /// Resume a paused job.
+    Resume {
+        /// The job's name.
+        job: String,
+    },
+}
+
+/// Why a command failed, with its exit code.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+enum CtlError {
+    /// Bad input or configuration.
+    #[error("{0}")]
+    Usage(String),
+    /// Redis failed.
+    #[error("{0}")]
+    Redis(String),
+}
+
+impl CtlError {
+    fn code(&self) -> u8 {
+        match self {
+            CtlError::Usage(_) => USAGE,
+            CtlError::Redis(_) => REDIS,
+        }
+    }
+}
+
+impl From<LockError> for CtlError {
+    fn from(e: LockError) -> Self {
+        match e {
+            LockError::InvalidKey { .. } | LockError::Config(_) | LockError::InvalidOptions(_) => {
+                CtlError::Usage(e.to_string())
+            }
+            e => CtlError::Redis(e.to_string()),
+        }
+    }
+}
+
+impl From<scheduler::ControlError> for CtlError {
+    fn from(e: scheduler::ControlError) -> Self {
+        match e {
+            scheduler::ControlError::InvalidJob(_) => CtlError::Usage(e.to_string()),
+            e => CtlError::Redis(e.to_string()),
+        }
+    }
+}
+
+/// What a command prints, and its exit code.
+struct Output {
+    json: Value,
+    text: String,
+    code: u8,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = cli.json;
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(json, &CtlError::Redis(format!("cannot start the runtime: {e}"))),
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(out) => {
+            if json {
+                println!("{}", out.json);
+            } else if !out.text.is_empty() {
+                print!("{}", out.text);
+            }
+            ExitCode::from(out.code)
+        }
+        Err(e) => fail(json, &e),
+    }
+}
+
+fn fail(json: bool, e: &CtlError) -> ExitCode {
+    if json {
+        println!("{}", json!({ "error": e.to_string(), "exit_code": e.code() }));
+    }
+    eprintln!("lockctl: {e}");
+    ExitCode::from(e.code())
+}
+
+async fn run(cli: Cli) -> Result<Output, CtlError> {
+    let url = cli.url.ok_or_else(|| {
+        CtlError::Usage("no Redis URL: pass --url or set REDIS_URL (e.g. redis://127.0.0.1:6379/)".into())
+    })?;
+    let client = LockClient::builder()
+        .url(url)
+        .instance_id("lockctl")
+        .command_timeout(Duration::from_secs(2))
+        .build()?;
+    match cli.command {
+        Command::Show { key } => show(&client, &key).await,
+        Command::List { pattern, limit } => list(&client, &pattern, limit).await,
+        Command::Unlock { key, yes } => unlock(&client, &key, yes, cli.json).await,
+        Command::Jobs => jobs(&client).await,
+        Command::History { job, count } => history(&client, &job, count).await,
+        Command::Pause { job } => {
+            let by = format!("lockctl@{}", std::env::var("USER").unwrap_or_else(|_| "operator".into()));
+            scheduler::pause_by(&client, &job, &by).await?;
+            Ok(Output {
+                json: json!({ "job": job, "paused": true }),
+                text: format!("paused {job}: every replica skips its slots until `lockctl resume {job}`\n"),
+                code: OK,
+            })
+        }
+        Command::Resume { job } => {
+            let was_paused = scheduler::resume(&client, &job).await?;
+            Ok(Output {
+                json: json!({ "job": job, "paused": false, "was_paused": was_paused }),
+                text: if was_paused { format!("resumed {job}\n") } else { format!("{job} was not paused\n") },
+                code: if was_paused { OK } else { NOTHING },
+            })
+        }
+    }
+}
+
+fn holder_json(holder: &inspect::Holder) -> Value {
+    json!({
+        "token": holder.token,
+        "instance": holder.instance,
+        "liveness_key": holder.liveness_key,
+        "alive": holder.alive,
+        "released": holder.released,
+    })
+}
+
+async fn show(client: &LockClient, key: &str) -> Result<Output, CtlError> {
+    let info = inspect::read(client, key).await?;
+    let json = json!({
+        "key": info.key,
+        "held": info.is_held(),
+        "holder": info.holder.as_ref().map(holder_json),
+        "ttl_ms": info.ttl.map(|d| d.as_millis() as u64),
+        "fence": info.fence,
+        "last_tick": info.last_tick,
+        "waiters": info.waiters.iter().map(|w| json!({
+            "token": w.token,
+            "ticket_until_ms": w.ticket_until_ms,
+            "ticket_remaining_ms": w.ticket_remaining.map(|d| d.as_millis() as u64),
+        })).collect::<Vec<_>>(),
+    });
+    let mut text = String::new();
+    let line = |text: &mut String, name: &str, value: &str| text.push_str(&format!("{name:<11}{value}\n"));
+    line(&mut text, "key:", &info.key);
+    match &info.holder {
+        None => line(&mut text, "holder:", "(free)"),
+        Some(holder) => {
+            let kept = if holder.released { "  (released; kept for its minimum hold)" } else { "" };
+            line(&mut text, "holder:", &format!("{}{kept}", holder.token));
+            line(&mut text, "instance:", holder.instance.as_deref().unwrap_or("(not a lock-core token)"));
+            let alive = match (holder.alive, &holder.liveness_key) {
+                (Some(true), Some(k)) => format!("yes ({k})"),
+                (Some(false), Some(k)) => format!("NO: {k} is gone; the next caller takes the lock over"),
+                _ => "unknown".into(),
+            };
+            line(&mut text, "alive:", &alive);
+            line(&mut text, "ttl:", &info.ttl.map_or_else(|| "none".into(), duration));
+        }
+    }
+    line(&mut text, "fence:", &info.fence.map_or_else(|| "-".into(), |f| f.to_string()));
+    line(
+        &mut text,
+        "last tick:",
+        &info.last_tick.map_or_else(|| "-".into(), |t| format!("{} ({t})", slot_time(t))),
+    );
+    line(&mut text, "waiters:", &info.waiters.len().to_string());
+    for (i, w) in info.waiters.iter().enumerate() {
+        let ticket =
+            w.ticket_remaining.map_or_else(|| "no ticket".into(), |d| format!("ticket {} left", duration(d)));
+        text.push_str(&format!("  {}. {}  {ticket}\n", i + 1, w.token));
+    }
+    Ok(Output { json, text, code: if info.is_held() { OK } else { NOTHING } })
+}
+
+async fn list(client: &LockClient, pattern: &str, limit: usize) -> Result<Output, CtlError> {
+    if pattern.is_empty() || pattern.chars().any(char::is_control) {
+        return Err(CtlError::Usage("the pattern is empty or contains control characters".into()));
+    }
+    let locks = inspect::list(client, pattern, limit).await?;
+    let json = Value::Array(
+        locks
+            .iter()
+            .map(|l| json!({ "key": l.key, "holder": holder_json(&l.holder), "ttl_ms": l.ttl.map(|d| d.as_millis() as u64) }))
+            .collect(),
+    );
+    let rows: Vec<Vec<String>> = locks
+        .iter()
+        .map(|l| {
+            vec![
+                l.key.clone(),
+                l.holder.instance.clone().unwrap_or_default(),
+                l.ttl.map_or_else(|| "none".into(), duration),
+                l.holder.token.clone(),
+            ]
+        })
+        .collect();
+    let text = format::table(&["KEY", "INSTANCE", "TTL", "HOLDER"], &rows);
+    Ok(Output { json, text, code: if locks.is_empty() { NOTHING } else { OK } })
+}
+
+async fn unlock(client: &LockClient, key: &str, yes: bool, json_out: bool) -> Result<Output, CtlError> {
+    let info = inspect::read(client, key).await?;
+    let Some(holder) = info.holder else {
+        return Ok(Output {
+            json: json!({ "key": key, "released": false, "holder": null }),
+            text: format!("{key} is not held; nothing to do\n"),
+            code: NOTHING,
+        });
+    };
+    if !yes {
+        let alive = match holder.alive {
+            Some(true) => "alive",
+            Some(false) => "dead",
+            None => "unknown",
+        };
+        let prompt = format!(
+            "Force-release {key}, held by {} (instance {}, client {alive}, {} left)? Its holder is not told and may still write. [y/N] ",
+            holder.token,
+            holder.instance.as_deref().unwrap_or("?"),
+            info.ttl.map_or_else(|| "no expiry".into(), duration),
+        );
+        if !confirm(&prompt, json_out) {
+            return Ok(Output {
+                json: json!({ "key": key, "released": false, "aborted": true }),
+                text: "not confirmed; the lock was left alone (pass --yes to skip the question)\n".into(),
+                code: ABORTED,
+            });
+        }
+    }
+    let taken = inspect::force_unlock(client, key).await?;
+    Ok(match taken {
+        Some(token) => {
+            let instance = inspect::parse_token(&token).and_then(|h| h.instance);
+            Output {
+                json: json!({ "key": key, "released": true, "holder": token, "instance": instance }),
+                text: format!(
+                    "released {key}, taken from {token} (instance {})\n",
+                    instance.as_deref().unwrap_or("?")
+                ),
+                code: OK,
+            }
+        }
+        None => Output {
+            json: json!({ "key": key, "released": false, "holder": null }),
+            text: format!("{key} was released meanwhile; nothing to do\n"),
+            code: NOTHING,
+        },
+    })
+}
+
+/// Asks on stderr, reads a line from stdin: only "y" or "yes" confirms (end of input does not).
+fn confirm(prompt: &str, json_out: bool) -> bool {
+    let mut err = std::io::stderr();
+    let _ = write!(err, "{prompt}");
+    let _ = err.flush();
+    let mut answer = String::new();
+    let stdin = std::io::stdin();
+    if stdin.lock().read_line(&mut answer).is_err() {
+        return false;
+    }
+    if !stdin.is_terminal() && !json_out {
+        let _ = writeln!(err);
+    }
+    matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
+async fn jobs(client: &LockClient) -> Result<Output, CtlError> {
+    let names = scheduler::jobs(client).await?;
+    let mut json = Vec::new();
+    let mut rows = Vec::new();
+    for name in &names {
+        let paused = scheduler::pause_state(client, name).await?;
+        let last = scheduler::history(client, name, 1).await?.into_iter().next();
+        json.push(json!({
+            "job": name,
+            "paused": paused.paused.is_some(),
+            "paused_info": paused.paused,
+            "last_run": last.as_ref().map(entry_json),
+        }));
+        rows.push(vec![
+            name.clone(),
+            if paused.paused.is_some() { "yes".into() } else { "no".into() },
+            last.as_ref().map_or_else(|| "-".into(), |e| slot_time(e.tick)),
+            last.as_ref().map_or_else(|| "-".into(), |e| e.instance.clone()),
+            last.as_ref().map_or_else(|| "-".into(), |e| e.outcome.clone()),
+            last.as_ref().map_or_else(|| "-".into(), |e| duration(e.duration)),
+        ]);
+    }
+    let text = format::table(&["JOB", "PAUSED", "LAST SLOT", "INSTANCE", "OUTCOME", "DURATION"], &rows);
+    Ok(Output { json: Value::Array(json), text, code: if names.is_empty() { NOTHING } else { OK } })
+}
+
+fn entry_json(e: &scheduler::HistoryEntry) -> Value {
+    json!({
+        "id": e.id,
+        "tick": e.tick,
+        "slot": e.slot.map(|s| s.to_rfc3339()),
+        "instance": e.instance,
+        "outcome": e.outcome,
+        "duration_ms": e.duration.as_millis() as u64,
+        "error": e.error,
+    })
+}
+
+async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output, CtlError> {
+    let entries = scheduler::history(client, job, count).await?;
+    let rows: Vec<Vec<String>> = entries
+        .iter()
+        .map(|e| {
+            vec![
+                slot_time(e.tick),
+                e.instance.clone(),
+                e.outcome.clone(),
+                duration(e.duration),
+                e.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let text = format::table(&["SLOT", "INSTANCE", "OUTCOME", "DURATION", "ERROR"], &rows);
+    Ok(Output {
+        json: json!({ "job": job, "runs": entries.iter().map(entry_json).collect::<Vec<_>>() }),
+        text,
+        code: if entries.is_empty() { NOTHING } else { OK },
+    })
+}

@@ -1,0 +1,323 @@
+//! `lockctl` end to end: a real redis-server (the fixture's), a running `daily_report`
+//! replica (the example binary, as a deployment runs it), and the `lockctl` binary run the
+//! way an operator runs it. Checks what it prints (text and `--json`), its exit codes, and
+//! that pause / resume reach the running replica.
+//!
+//! The replica binary is `target/<profile>/examples/daily_report`, which `cargo test
+//! --workspace` builds (alone: `cargo build -p examples --example daily_report`).
+
+use std::path::PathBuf;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use lock_core::{LockClient, LockOptions};
+use redis_fixture::RedisServer;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+
+const JOB: &str = "daily-report";
+const KEY: &str = "lock:daily-report";
+
+/// Generous: the machine may be saturated by other work.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn daily_report_binary() -> PathBuf {
+    let lockctl = PathBuf::from(env!("CARGO_BIN_EXE_lockctl"));
+    let profile_dir = lockctl.parent().expect("target/<profile>");
+    let path = profile_dir.join("examples").join(format!("daily_report{}", std::env::consts::EXE_SUFFIX));
+    let hint = "run `cargo test --workspace`, or `cargo build -p examples --example daily_report` first";
+    let built = std::fs::metadata(&path).and_then(|m| m.modified());
+    let built = built.unwrap_or_else(|_| panic!("{} is missing: {hint}", path.display()));
+    let source =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/examples/daily_report.rs");
+    let edited = std::fs::metadata(&source).and_then(|m| m.modified()).expect("example source");
+    assert!(built >= edited, "{} is older than its source: {hint}", path.display());
+    path
+}
+
+/// Runs `lockctl args` against `url`, `stdin` fed to it; (exit code, stdout, stderr).
+async fn lockctl(url: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockctl"));
+    cmd.args(args)
+        .env("REDIS_URL", url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().expect("start lockctl");
+    let mut input = child.stdin.take().expect("piped stdin");
+    input.write_all(stdin.as_bytes()).await.expect("write stdin");
+    drop(input);
+    let output: Output = tokio::time::timeout(PATIENCE, child.wait_with_output())
+        .await
+        .expect("lockctl exits in time")
+        .expect("lockctl output");
+    let code = output.status.code().expect("exited normally");
+    (
+        code,
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+async fn lockctl_json(url: &str, args: &[&str]) -> (i32, Value) {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let (code, stdout, stderr) = lockctl(url, &all, "").await;
+    let json =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("JSON ({e}): {stdout}\n{stderr}"));
+    (code, json)
+}
+
+/// Polls `check` until it returns `Some`, or fails the test after [`PATIENCE`].
+async fn eventually<T>(what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The outcomes in `job`'s history, newest first.
+async fn outcomes(url: &str) -> Vec<String> {
+    let (_, json) = lockctl_json(url, &["history", JOB, "-n", "50"]).await;
+    json["runs"]
+        .as_array()
+        .map(|runs| runs.iter().filter_map(|r| r["outcome"].as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+/// A `daily_report --instance pod-1` replica firing every second, its stdout lines collected.
+struct Replica {
+    child: Child,
+    lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+    seen: Vec<String>,
+}
+
+impl Replica {
+    fn start(url: &str, metrics_port: u16) -> Replica {
+        let mut child = Command::new(daily_report_binary())
+            .args([
+                "--instance",
+                "pod-1",
+                "--cron",
+                "* * * * * *",
+                "--metrics-port",
+                &metrics_port.to_string(),
+            ])
+            .env("REDIS_URL", url)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start daily_report");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+        let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = stdout.next_line().await {
+                let _ = tx.send(line);
+            }
+        });
+        Replica { child, lines, seen: Vec::new() }
+    }
+
+    /// Waits for a stdout line containing `text` (seen before or coming).
+    async fn line_containing(&mut self, text: &str) -> String {
+        if let Some(line) = self.seen.iter().find(|l| l.contains(text)) {
+            return line.clone();
+        }
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let line = tokio::time::timeout_at(deadline, self.lines.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no line with {text:?}; seen:\n{}", self.seen.join("\n")))
+                .unwrap_or_else(|| panic!("the replica exited; seen:\n{}", self.seen.join("\n")));
+            self.seen.push(line.clone());
+            if line.contains(text) {
+                return line;
+            }
+        }
+    }
+
+    async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+        }
+        let status = tokio::time::timeout(PATIENCE, self.child.wait()).await.expect("stops").expect("status");
+        assert!(status.success(), "{status}");
+    }
+}
+
+/// `GET /metrics` over plain HTTP/1.0.
+async fn scrape(port: u16) -> Option<String> {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").await.ok()?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await.ok()?;
+    Some(body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_operates_a_running_replica() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let metrics_port = redis_fixture::free_port().expect("a free port");
+    let mut replica = Replica::start(&url, metrics_port);
+
+    // The replica runs the job; its runs land in the history, which `jobs` and `history` show.
+    replica.line_containing("[pod-1] Starting daily report generation").await;
+    eventually("a run in the history", async || {
+        outcomes(&url).await.contains(&"ran".to_owned()).then_some(())
+    })
+    .await;
+    let (code, stdout, _) = lockctl(&url, &["jobs"], "").await;
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.starts_with("JOB "), "{stdout}");
+    let row = stdout.lines().find(|l| l.starts_with(JOB)).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(row.contains(" no ") && row.contains("pod-1"), "{stdout}");
+    let (code, stdout, _) = lockctl(&url, &["history", JOB, "-n", "3"], "").await;
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.starts_with("SLOT ") && stdout.contains("pod-1") && stdout.contains("ran"), "{stdout}");
+    let (code, json) = lockctl_json(&url, &["jobs"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(json[0]["job"], JOB, "{json}");
+    assert_eq!(json[0]["last_run"]["instance"], "pod-1", "{json}");
+
+    // Pause: the running replica skips its slots and records them; resume: it runs again.
+    let (code, stdout, _) = lockctl(&url, &["pause", JOB], "").await;
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("paused daily-report"), "{stdout}");
+    replica.line_containing("[pod-1] The daily report is paused").await;
+    eventually("a paused slot in the history", async || {
+        outcomes(&url).await.first().is_some_and(|o| o == "skipped: paused").then_some(())
+    })
+    .await;
+    let (_, json) = lockctl_json(&url, &["jobs"]).await;
+    assert_eq!(json[0]["paused"], true, "{json}");
+    let (code, stdout, _) = lockctl(&url, &["resume", JOB], "").await;
+    assert_eq!((code, stdout.as_str()), (0, "resumed daily-report\n"));
+    let (code, _, _) = lockctl(&url, &["resume", JOB], "").await;
+    assert_eq!(code, 1, "resuming a job that is not paused says so");
+    eventually("a run after resume", async || {
+        outcomes(&url).await.first().is_some_and(|o| o == "ran").then_some(())
+    })
+    .await;
+
+    // Metrics of the replica, in the Prometheus text format.
+    let metrics = eventually("the metrics endpoint", async || {
+        scrape(metrics_port).await.filter(|m| m.contains("scheduler_runs_total"))
+    })
+    .await;
+    for expected in [
+        r#"scheduler_runs_total{job="daily-report",outcome="ran"}"#,
+        r#"scheduler_runs_total{job="daily-report",outcome="skipped_paused"}"#,
+        r#"lock_acquisitions_total{key="lock:daily-report",outcome="acquired"}"#,
+        "lock_hold_seconds",
+        "scheduler_run_duration_seconds",
+        "scheduler_start_lag_seconds",
+    ] {
+        assert!(metrics.contains(expected), "{expected} missing:\n{metrics}");
+    }
+    replica.stop().await;
+
+    // show / list / unlock on a lock held by a live client, with a waiter queued behind it.
+    let holder = LockClient::builder().url(&url).instance_id("pod-7").build().expect("client");
+    let waiter = LockClient::builder().url(&url).instance_id("pod-8").build().expect("client");
+    let guard = holder.lock(KEY, LockOptions::new().fencing(true)).await.expect("take the lock");
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.lock(KEY, LockOptions::new().wait(Duration::from_secs(120))).await;
+        guard.map(|g| (g.token().to_owned(), g))
+    });
+    let shown = eventually("the waiter queued", async || {
+        let (code, json) = lockctl_json(&url, &["show", KEY]).await;
+        (code == 0 && json["waiters"].as_array().is_some_and(|w| w.len() == 1)).then_some(json)
+    })
+    .await;
+    assert_eq!(shown["holder"]["token"], guard.token(), "{shown}");
+    assert_eq!(shown["holder"]["instance"], "pod-7", "{shown}");
+    assert_eq!(shown["holder"]["alive"], true, "{shown}");
+    assert_eq!(shown["fence"].as_u64(), guard.fence(), "{shown}");
+    assert!(shown["ttl_ms"].as_u64().is_some_and(|t| t > 0), "{shown}");
+    assert!(shown["waiters"][0]["token"].as_str().is_some_and(|t| t.starts_with("pod-8:")), "{shown}");
+    assert!(shown["waiters"][0]["ticket_remaining_ms"].as_u64().is_some_and(|t| t > 0), "{shown}");
+    let (code, text, _) = lockctl(&url, &["show", KEY], "").await;
+    assert_eq!(code, 0);
+    assert!(text.contains(&format!("holder:    {}", guard.token())), "{text}");
+    assert!(
+        text.contains("instance:  pod-7") && text.contains("alive:     yes (lock-client:pod-7:"),
+        "{text}"
+    );
+    assert!(text.contains("waiters:   1\n  1. pod-8:") && text.contains(" left\n"), "{text}");
+
+    let (code, text, _) = lockctl(&url, &["list", "lock:*"], "").await;
+    assert_eq!(code, 0, "{text}");
+    assert!(text.lines().nth(1).is_some_and(|l| l.starts_with("lock:daily-report  pod-7  ")), "{text}");
+    let (code, _, _) = lockctl(&url, &["list", "nothing:*"], "").await;
+    assert_eq!(code, 1, "no match");
+
+    // Not confirmed: left alone (exit 4). Confirmed: released, handed to the waiter.
+    let (code, stdout, stderr) = lockctl(&url, &["unlock", KEY], "n\n").await;
+    assert_eq!(code, 4, "{stdout}{stderr}");
+    assert!(stderr.contains("Force-release lock:daily-report, held by pod-7:"), "{stderr}");
+    assert!(guard.is_held());
+    let (code, stdout, _) = lockctl(&url, &["unlock", KEY], "y\n").await;
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(
+        stdout,
+        format!("released lock:daily-report, taken from {} (instance pod-7)\n", guard.token())
+    );
+    let (token, handed) =
+        tokio::time::timeout(PATIENCE, waiting).await.expect("handed over").expect("task").expect("lock");
+    let (_, json) = lockctl_json(&url, &["show", KEY]).await;
+    assert_eq!(json["holder"]["token"], token.as_str(), "the waiter got it: {json}");
+    drop(handed);
+    drop(guard);
+    let (code, json) = lockctl_json(&url, &["unlock", "--yes", KEY]).await;
+    assert!(code == 0 || code == 1, "{json}");
+    let (code, stdout, _) = lockctl(&url, &["show", KEY], "").await;
+    assert_eq!(code, 1, "a free lock: {stdout}");
+    assert!(stdout.contains("holder:    (free)"), "{stdout}");
+}
+
+#[tokio::test]
+async fn exit_codes_and_errors_are_for_scripts_and_keep_secrets() {
+    // Bad input: exit 2, a clear message, no panic.
+    let (code, _, stderr) = lockctl("redis://127.0.0.1:1/", &["show", "a{b"], "").await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.starts_with("lockctl: invalid lock key"), "{stderr}");
+    let (code, _, stderr) = lockctl("redis://127.0.0.1:1/", &["frobnicate"], "").await;
+    assert_eq!(code, 2, "{stderr}");
+
+    // Redis unreachable: exit 3; the URL's password appears nowhere, JSON included.
+    for json in [false, true] {
+        let mut args = vec!["show", "lock:x"];
+        if json {
+            args.insert(0, "--json");
+        }
+        let (code, stdout, stderr) = lockctl("redis://:hunter2@127.0.0.1:1/", &args, "").await;
+        assert_eq!(code, 3, "{stdout}{stderr}");
+        assert!(!stdout.contains("hunter2") && !stderr.contains("hunter2"), "{stdout}{stderr}");
+        if json {
+            let v: Value = serde_json::from_str(stdout.trim()).expect("JSON error");
+            assert_eq!(v["exit_code"], 3);
+        }
+    }
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockctl"));
+    let output = cmd.args(["show", "k"]).env_remove("REDIS_URL").output().await.expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("pass --url or set REDIS_URL"));
+    let help = Command::new(env!("CARGO_BIN_EXE_lockctl"))
+        .arg("--help")
+        .env("REDIS_URL", "redis://:hunter2@127.0.0.1:1/")
+        .output()
+        .await
+        .expect("run");
+    assert!(help.status.success());
+    assert!(!String::from_utf8_lossy(&help.stdout).contains("hunter2"), "help hides the env value");
+}

@@ -1,0 +1,295 @@
+//! Operating jobs across every replica at once: pause and resume (a flag in Redis that each
+//! replica checks when it is about to claim a slot), and the run history (a capped Redis
+//! stream per job).
+//!
+//! Keys, all of one job in one Redis Cluster slot (hash tag `{job:<name>}`), all expiring:
+//!
+//! | key | type | content | expiry |
+//! |---|---|---|---|
+//! | `scheduler:{job:<name>}:paused` | string | who paused it and when | none while paused (deleted by resume) |
+//! | `scheduler:{job:<name>}:history` | stream | one entry per run: `tick`, `slot`, `instance`, `outcome`, `duration_ms`, `error` | [`HISTORY_TTL`] after the last entry; capped at about [`HISTORY_LEN`] entries |
+//!
+//! ```no_run
+//! # async fn demo(client: lock_core::LockClient) -> Result<(), scheduler::ControlError> {
+//! scheduler::pause(&client, "daily-report").await?;
+//! for run in scheduler::history(&client, "daily-report", 10).await? {
+//!     println!("tick {} on {}: {} in {:?}", run.tick, run.instance, run.outcome, run.duration);
+//! }
+//! scheduler::resume(&client, "daily-report").await?;
+//! # Ok(()) }
+//! ```
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use lock_core::LockClient;
+use lock_core::redis;
+
+use crate::report::RunOutcome;
+
+/// Entries kept per job in the run history (approximately: `XADD MAXLEN ~`).
+pub const HISTORY_LEN: usize = 1000;
+
+/// How long a job's run history outlives its last entry.
+pub const HISTORY_TTL: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+
+/// How long one control command may take.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+const PREFIX: &str = "scheduler:{job:";
+
+/// A failed pause, resume or history command.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ControlError {
+    /// The job name cannot name a job.
+    #[error("invalid job name: {0}")]
+    InvalidJob(&'static str),
+    /// Redis failed or refused the command.
+    #[error("redis failed while {action}: {source}")]
+    Redis {
+        /// What was being done.
+        action: &'static str,
+        /// The Redis error.
+        #[source]
+        source: redis::RedisError,
+    },
+    /// No connection could be had from the client's pool.
+    #[error("could not connect to redis while {action}: {reason}")]
+    Connect {
+        /// What was being done.
+        action: &'static str,
+        /// Why (never the URL or its password).
+        reason: String,
+    },
+    /// The command got no answer in time.
+    #[error("no answer from redis while {0}")]
+    Unavailable(&'static str),
+}
+
+/// One run of a job, as recorded in its history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HistoryEntry {
+    /// The stream entry id (`<ms>-<seq>`, the time it was recorded).
+    pub id: String,
+    /// The slot, epoch milliseconds (the tick claimed in Redis).
+    pub tick: i64,
+    /// The slot as a time.
+    pub slot: Option<DateTime<Utc>>,
+    /// The instance that recorded it.
+    pub instance: String,
+    /// The outcome's label (`ran`, `failed`, `cancelled`, `missed`, `skipped: paused`).
+    pub outcome: String,
+    /// How long the run took.
+    pub duration: Duration,
+    /// The error of a failed run, or what a missed record counts.
+    pub error: Option<String>,
+}
+
+/// Whether a job is paused, and since when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PauseState {
+    /// The job's name.
+    pub job: String,
+    /// What the pause flag says (who paused it, when), if set.
+    pub paused: Option<String>,
+}
+
+/// The Redis key of `job`'s pause flag.
+pub fn pause_key(job: &str) -> Result<String, ControlError> {
+    check(job)?;
+    Ok(format!("{PREFIX}{job}}}:paused"))
+}
+
+/// The Redis key of `job`'s run history stream.
+pub fn history_key(job: &str) -> Result<String, ControlError> {
+    check(job)?;
+    Ok(format!("{PREFIX}{job}}}:history"))
+}
+
+fn check(job: &str) -> Result<(), ControlError> {
+    if job.trim().is_empty() {
+        Err(ControlError::InvalidJob("the job name is empty"))
+    } else if job.chars().any(char::is_control) {
+        Err(ControlError::InvalidJob("the job name contains control characters"))
+    } else if job.len() > 512 {
+        Err(ControlError::InvalidJob("the job name is longer than 512 bytes"))
+    } else {
+        Ok(())
+    }
+}
+
+async fn query<T: redis::FromRedisValue>(
+    client: &LockClient,
+    action: &'static str,
+    cmd: &redis::Pipeline,
+) -> Result<T, ControlError> {
+    let run = async {
+        let mut conn =
+            client.pool().get().await.map_err(|e| ControlError::Connect { action, reason: e.to_string() })?;
+        cmd.query_async(&mut conn).await.map_err(|source| ControlError::Redis { action, source })
+    };
+    tokio::time::timeout(TIMEOUT, run).await.map_err(|_| ControlError::Unavailable(action))?
+}
+
+/// Pauses `job` on every replica: from the next slot on, each replica records the slot as
+/// [`RunOutcome::SkippedPaused`] instead of running it, until [`resume`]. A run already in
+/// progress is not stopped. `by` says who paused it (shown by `lockctl`).
+pub async fn pause_by(client: &LockClient, job: &str, by: &str) -> Result<(), ControlError> {
+    let key = pause_key(job)?;
+    let value = format!("{} by {by}", Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    let mut pipe = redis::pipe();
+    pipe.cmd("SET").arg(&key).arg(value).ignore();
+    query::<()>(client, "pausing a job", &pipe).await
+}
+
+/// Pauses `job` on every replica (see [`pause_by`]), naming this client's instance.
+pub async fn pause(client: &LockClient, job: &str) -> Result<(), ControlError> {
+    pause_by(client, job, client.instance_id()).await
+}
+
+/// Resumes a paused `job`; returns whether it was paused.
+pub async fn resume(client: &LockClient, job: &str) -> Result<bool, ControlError> {
+    let key = pause_key(job)?;
+    let mut pipe = redis::pipe();
+    pipe.cmd("DEL").arg(&key);
+    let (deleted,): (i64,) = query(client, "resuming a job", &pipe).await?;
+    Ok(deleted == 1)
+}
+
+/// Whether `job` is paused, and by whom.
+pub async fn pause_state(client: &LockClient, job: &str) -> Result<PauseState, ControlError> {
+    let key = pause_key(job)?;
+    let mut pipe = redis::pipe();
+    pipe.cmd("GET").arg(&key);
+    let (paused,): (Option<String>,) = query(client, "reading a job's pause flag", &pipe).await?;
+    Ok(PauseState { job: job.to_owned(), paused })
+}
+
+/// The last `n` runs of `job`, newest first.
+pub async fn history(client: &LockClient, job: &str, n: usize) -> Result<Vec<HistoryEntry>, ControlError> {
+    let key = history_key(job)?;
+    let mut pipe = redis::pipe();
+    pipe.cmd("XREVRANGE").arg(&key).arg("+").arg("-").arg("COUNT").arg(n.max(1));
+    let (entries,): (Vec<StreamEntry>,) = query(client, "reading a job's run history", &pipe).await?;
+    Ok(entries.into_iter().take(n).map(|(id, fields)| entry(id, fields)).collect())
+}
+
+/// A stream entry as XRANGE returns it: its id and its field-value pairs.
+type StreamEntry = (String, Vec<(String, String)>);
+
+fn entry(id: String, fields: Vec<(String, String)>) -> HistoryEntry {
+    let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let tick = field("tick").and_then(|t| t.parse().ok()).unwrap_or_default();
+    HistoryEntry {
+        id,
+        tick,
+        slot: DateTime::from_timestamp_millis(tick),
+        instance: field("instance").unwrap_or_default(),
+        outcome: field("outcome").unwrap_or_default(),
+        duration: Duration::from_millis(
+            field("duration_ms").and_then(|d| d.parse().ok()).unwrap_or_default(),
+        ),
+        error: field("error"),
+    }
+}
+
+/// The jobs that have a run history or a pause flag in Redis (`SCAN`, never `KEYS`), sorted.
+pub async fn jobs(client: &LockClient) -> Result<Vec<String>, ControlError> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let mut pipe = redis::pipe();
+        pipe.cmd("SCAN").arg(cursor).arg("MATCH").arg(format!("{PREFIX}*")).arg("COUNT").arg(1000);
+        let ((next, keys),): ((u64, Vec<String>),) = query(client, "listing jobs", &pipe).await?;
+        for key in keys {
+            let Some(rest) = key.strip_prefix(PREFIX) else { continue };
+            if let Some(name) = rest.strip_suffix("}:history").or_else(|| rest.strip_suffix("}:paused")) {
+                names.insert(name.to_owned());
+            }
+        }
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    Ok(names.into_iter().collect())
+}
+
+/// Whether a run with this outcome goes into the history: runs (whatever their end), missed
+/// slots and paused slots; not the skips of replicas that lost the race for a slot.
+pub(crate) fn recorded(outcome: &RunOutcome) -> bool {
+    outcome.ran_here() || matches!(outcome, RunOutcome::Missed(_) | RunOutcome::SkippedPaused)
+}
+
+/// Appends a run to `job`'s history (capped, expiring). Failures are logged, never raised.
+pub(crate) async fn record(
+    client: &LockClient,
+    job: &str,
+    tick: i64,
+    instance: &str,
+    outcome: &RunOutcome,
+    duration: Duration,
+) {
+    let Ok(key) = history_key(job) else { return };
+    let mut pipe = redis::pipe();
+    let xadd = pipe
+        .cmd("XADD")
+        .arg(&key)
+        .arg("MAXLEN")
+        .arg("~")
+        .arg(HISTORY_LEN)
+        .arg("*")
+        .arg("tick")
+        .arg(tick)
+        .arg("instance")
+        .arg(instance)
+        .arg("outcome")
+        .arg(outcome.label())
+        .arg("duration_ms")
+        .arg(duration.as_millis() as u64);
+    match outcome {
+        RunOutcome::Failed(error) => {
+            xadd.arg("error").arg(error.chars().take(1000).collect::<String>());
+        }
+        RunOutcome::Missed(n) => {
+            xadd.arg("error").arg(format!("{n} slot(s) missed"));
+        }
+        _ => {}
+    }
+    xadd.ignore();
+    pipe.cmd("PEXPIRE").arg(&key).arg(HISTORY_TTL.as_millis() as u64).ignore();
+    if let Err(e) = query::<()>(client, "recording a run in the history", &pipe).await {
+        tracing::warn!(error = %e, "could not record the run in the job's history");
+    }
+}
+
+/// Whether `job` is paused; a Redis failure counts as not paused (the run's own lock then
+/// reports the failure).
+pub(crate) async fn is_paused(client: &LockClient, job: &str) -> bool {
+    let Ok(key) = pause_key(job) else { return false };
+    let mut pipe = redis::pipe();
+    pipe.cmd("EXISTS").arg(&key);
+    match query::<(i64,)>(client, "reading the pause flag", &pipe).await {
+        Ok((n,)) => n == 1,
+        Err(e) => {
+            tracing::debug!(error = %e, "could not read the pause flag; running the slot");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_a_slot() {
+        assert_eq!(pause_key("daily-report").ok().as_deref(), Some("scheduler:{job:daily-report}:paused"));
+        assert_eq!(history_key("daily-report").ok().as_deref(), Some("scheduler:{job:daily-report}:history"));
+        assert!(matches!(pause_key(" "), Err(ControlError::InvalidJob(_))));
+        assert!(matches!(history_key("a\nb"), Err(ControlError::InvalidJob(_))));
+    }
+}

@@ -1,0 +1,146 @@
+//! What lock-core and the scheduler record through the `metrics` facade, read back from
+//! metrics-util's debugging recorder (installed for this test binary), against a real Redis.
+//!
+//! One test: the recorder is process-wide, and the values are totals.
+
+use std::time::Duration;
+
+use lock_core::{LockClient, LockError, LockOptions};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use scheduler::{Job, RunOutcome, Scheduler};
+use tests::harness::{RedisServer, init_tracing};
+
+/// (name, labels sorted as "k=v", value) of every metric recorded since the last snapshot
+/// (taking one drains the recorder).
+type Values = Vec<(String, Vec<String>, DebugValue)>;
+
+fn values(snapshotter: &Snapshotter) -> Values {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let key = key.key();
+            let mut labels: Vec<String> =
+                key.labels().map(|l| format!("{}={}", l.key(), l.value())).collect();
+            labels.sort();
+            (key.name().to_owned(), labels, value)
+        })
+        .collect()
+}
+
+fn counter(values: &Values, name: &str, labels: &[&str]) -> u64 {
+    values
+        .iter()
+        .find(|(n, l, _)| n == name && l.iter().map(String::as_str).eq(labels.iter().copied()))
+        .map_or(0, |(_, _, v)| match v {
+            DebugValue::Counter(c) => *c,
+            other => panic!("{name} is not a counter: {other:?}"),
+        })
+}
+
+fn histogram(values: &Values, name: &str, labels: &[&str]) -> Vec<f64> {
+    values
+        .iter()
+        .find(|(n, l, _)| n == name && l.iter().map(String::as_str).eq(labels.iter().copied()))
+        .map_or_else(Vec::new, |(_, _, v)| match v {
+            DebugValue::Histogram(h) => h.iter().map(|f| f.into_inner()).collect(),
+            other => panic!("{name} is not a histogram: {other:?}"),
+        })
+}
+
+fn client(server: &RedisServer, instance: &str) -> LockClient {
+    LockClient::builder()
+        .url(server.url())
+        .instance_id(instance)
+        .command_timeout(Duration::from_secs(2))
+        .build()
+        .expect("valid client configuration")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
+    init_tracing();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().expect("the only recorder of this test binary");
+    let server = RedisServer::start();
+    let (a, b) = (client(&server, "pod-1"), client(&server, "pod-2"));
+
+    // Per-resource keys share one label: lock:product:* (the default key pattern).
+    let key = "lock:product:42";
+    let label = "key=lock:product:*";
+    let guard = a.lock(key, LockOptions::new()).await.expect("acquired");
+    assert!(matches!(b.try_lock(key, LockOptions::new()).await, Err(LockError::Held { .. })));
+    let waited = b.lock(key, LockOptions::new().wait(Duration::from_millis(200))).await;
+    assert!(matches!(waited, Err(LockError::Timeout { .. })), "{waited:?}");
+    // A waiter that gets the lock handed over when it is released.
+    let b2 = b.clone();
+    let waiter = tokio::spawn(async move {
+        b2.lock("lock:product:42", LockOptions::new().wait(Duration::from_secs(60))).await
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while b.stats().waiters_on(key) == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the waiter never queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(guard.release().await.expect("released"));
+    let handed = waiter.await.expect("task").expect("handed over");
+    assert!(handed.release().await.expect("released"));
+    // Another resource: same label.
+    a.lock("lock:product:7", LockOptions::new()).await.expect("acquired").release().await.expect("released");
+
+    let snap = values(&snapshotter);
+    assert_eq!(counter(&snap, "lock_acquisitions_total", &[label, "outcome=acquired"]), 3);
+    assert_eq!(counter(&snap, "lock_acquisitions_total", &[label, "outcome=held"]), 1);
+    assert_eq!(counter(&snap, "lock_acquisitions_total", &[label, "outcome=timeout"]), 1);
+    assert_eq!(counter(&snap, "lock_handoffs_total", &[label]), 1);
+    let holds = histogram(&snap, "lock_hold_seconds", &[label]);
+    assert_eq!(holds.len(), 3, "{holds:?}");
+    let timeouts = histogram(&snap, "lock_wait_seconds", &[label, "outcome=timeout"]);
+    assert!(timeouts.len() == 1 && timeouts[0] >= 0.2, "waited at least the bound: {timeouts:?}");
+    assert!(
+        !snap.iter().any(|(_, labels, _)| labels.iter().any(|l| l.contains("42"))),
+        "no per-resource label"
+    );
+
+    // A job: runs counted by outcome, with duration and start lag; paused slots counted too.
+    let job =
+        Job::new("metrics-job", "* * * * * *", || async { Ok::<_, String>(()) }).lock("lock:metrics-job");
+    let scheduler = Scheduler::builder().client(a.clone()).job(job).build().expect("valid scheduler");
+    let mut reports = scheduler.subscribe();
+    let handle = scheduler.start().await.expect("starts");
+    let mut next_outcome = async || {
+        tokio::time::timeout(Duration::from_secs(30), reports.recv())
+            .await
+            .expect("a report")
+            .expect("report")
+            .outcome
+    };
+    while next_outcome().await != RunOutcome::Ran {}
+    handle.pause("metrics-job").await.expect("paused");
+    while next_outcome().await != RunOutcome::SkippedPaused {}
+    assert!(handle.resume("metrics-job").await.expect("resumed"));
+    while next_outcome().await != RunOutcome::Ran {}
+    handle.shutdown().await;
+
+    let snap = values(&snapshotter);
+    let job_label = "job=metrics-job";
+    assert!(counter(&snap, "scheduler_runs_total", &[job_label, "outcome=ran"]) >= 2);
+    assert!(counter(&snap, "scheduler_runs_total", &[job_label, "outcome=skipped_paused"]) >= 1);
+    assert!(histogram(&snap, "scheduler_run_duration_seconds", &[job_label, "outcome=ran"]).len() >= 2);
+    let lag = histogram(&snap, "scheduler_start_lag_seconds", &[job_label]);
+    assert!(lag.len() >= 2 && lag.iter().all(|l| *l >= 0.0), "{lag:?}");
+    assert!(counter(&snap, "lock_acquisitions_total", &["key=lock:metrics-job", "outcome=acquired"]) >= 2);
+
+    // The run history has the runs and the paused slot, newest first.
+    let history = scheduler::history(&a, "metrics-job", 100).await.expect("history");
+    assert!(history.iter().any(|e| e.outcome == "skipped: paused"), "{history:?}");
+    assert!(
+        history.iter().filter(|e| e.outcome == "ran" && e.instance == "pod-1").count() >= 2,
+        "{history:?}"
+    );
+    assert!(history.windows(2).all(|w| w[0].id >= w[1].id), "newest first: {history:?}");
+    let ttl = server.cli(&["PTTL", "scheduler:{job:metrics-job}:history"]);
+    assert!(ttl.trim().parse::<i64>().is_ok_and(|ms| ms > 0), "the history expires: {ttl}");
+}
