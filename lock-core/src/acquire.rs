@@ -14,14 +14,14 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::conn::{Conn, Sent};
-use crate::error::{LockError, Result};
+use crate::error::{LockError, LossReason, Result};
 use crate::guard::LockGuard;
 use crate::keys;
 use crate::liveness::{Identity, Liveness};
-use crate::options::{ClientConfig, Lease, LockOptions, millis};
+use crate::options::{ClientConfig, Lease, LockOptions, drift, millis};
 use crate::release::Releaser;
 use crate::scope;
-use crate::scripts::ACQUIRE;
+use crate::scripts::{ACQUIRE, EXTEND};
 use crate::state::{LockState, NewState};
 use crate::telemetry::{self, Acquisition};
 use crate::waiters::{Ticket, Waiters};
@@ -66,6 +66,21 @@ enum Reply {
         last: i64,
         ours: bool,
     },
+}
+
+/// How a lock was taken: its fence, when the command that took it was sent, and how long the
+/// key is known to live from then (`None`: the lease).
+struct Taken {
+    fence: Option<u64>,
+    sent_at: Instant,
+    valid_for: Option<Duration>,
+}
+
+impl Taken {
+    /// Taken by a command whose reply said so: the key lives a lease from its send.
+    fn by_reply(fence: Option<u64>, sent_at: Instant) -> Self {
+        Taken { fence, sent_at, valid_for: None }
+    }
 }
 
 /// The lease a lock is taken with, and whether the watchdog renews it.
@@ -207,7 +222,13 @@ impl Core {
             };
             match reply {
                 Reply::Acquired { fence, sent_at } => {
-                    return Ok(Attempt::Acquired(self.guard(key, token, identity, options, fence, sent_at)));
+                    return Ok(Attempt::Acquired(self.guard(
+                        key,
+                        token,
+                        identity,
+                        options,
+                        Taken::by_reply(fence, sent_at),
+                    )));
                 }
                 Reply::TickDone { last, ours } => {
                     if ours {
@@ -349,9 +370,9 @@ impl Core {
         token: &str,
         identity: &Arc<Identity>,
         options: &LockOptions,
-        fence: Option<u64>,
-        sent_at: Instant,
+        taken: Taken,
     ) -> LockGuard {
+        let Taken { fence, sent_at, valid_for } = taken;
         let LeaseOf { lease, watchdog } = self.lease_of(options);
         let state = Arc::new(LockState::new(NewState {
             id: self.next_lock_id.fetch_add(1, Ordering::Relaxed),
@@ -362,6 +383,7 @@ impl Core {
             at_least: options.at_least,
             instance: self.config.instance_id.clone(),
             sent_at,
+            valid_for: valid_for.unwrap_or(lease),
             identity: identity.clone(),
         }));
         if watchdog {
@@ -370,6 +392,38 @@ impl Core {
         tracing::Span::current().record("fence", fence);
         tracing::debug!(?lease, watchdog, "lock acquired");
         LockGuard::new(state, self.releaser.clone())
+    }
+}
+
+impl Core {
+    /// Extends a lock taken by hand-off to its lease (`EXTEND`: only if the key still holds
+    /// its token), in the background; a refusal means it was not ours after all: lost.
+    fn confirm_hand_off(&self, state: Arc<LockState>) {
+        let (conn, watchdog) = (self.conn.clone(), self.watchdog.clone());
+        tokio::spawn(async move {
+            let Ok(lease) = millis(state.lease, "lease") else { return };
+            for attempt in 0..2 {
+                let mut invocation = EXTEND.prepare_invoke();
+                invocation.key(&state.key).arg(&state.token).arg(lease);
+                let sent_at = Instant::now();
+                match conn.invoke::<i64>(&invocation, || format!("confirming lock `{}`", state.key)).await {
+                    Ok(1) => return state.extend_from(sent_at),
+                    Ok(_) => {
+                        watchdog.unregister(state.id);
+                        state.mark_lost(LossReason::NotOwner);
+                        return;
+                    }
+                    Err(e) if attempt == 0 => {
+                        tracing::debug!(key = %state.key, error = %e, "confirming a handed-over lock failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    // The watchdog renews it at its next pass, if that comes in time.
+                    Err(e) => {
+                        tracing::warn!(key = %state.key, error = %e, "confirming a handed-over lock failed")
+                    }
+                }
+            }
+        });
     }
 }
 
@@ -418,6 +472,11 @@ struct Waiting<'a> {
     /// Redis from then on.
     last_sent: Option<(Instant, Option<u64>)>,
     done: bool,
+    /// When the try that first put this waiter in the queue was sent: a release that hands
+    /// the lock over runs after it.
+    queued_since: Option<Instant>,
+    /// The last wake-up was a release naming this waiter.
+    handed: bool,
 }
 
 /// What one try of a waiting acquisition leads to.
@@ -459,6 +518,8 @@ impl<'a> Waiting<'a> {
             last_error: None,
             last_sent: None,
             done: false,
+            queued_since: None,
+            handed: false,
         }
     }
 
@@ -475,7 +536,40 @@ impl<'a> Waiting<'a> {
                 continue;
             }
             self.pause().await?;
+            if std::mem::take(&mut self.handed)
+                && let Some(attempt) = self.accept_hand_off()
+            {
+                return Ok(attempt);
+            }
         }
+    }
+
+    /// The release named this waiter: the key holds its token, set by a script that ran after
+    /// the try that queued it, with the hand-off time as expiry. So the key lives at least
+    /// until that try's send + the hand-off time: the waiter goes ahead at once on that
+    /// deadline (no confirming round trip) and extends the key to its lease in the background.
+    /// Fenced and tick-claiming waiters confirm with the script instead (it draws the fence,
+    /// claims the tick), as do waiters with a minimum hold and one whose deadline would be too
+    /// close to be worth it.
+    fn accept_hand_off(&mut self) -> Option<Attempt> {
+        // A minimum hold counts from the acquisition, which must then be known exactly.
+        let confirm_first = self.options.fencing || self.tick.is_some() || self.options.at_least.is_some();
+        if confirm_first || self.identity.is_dead() {
+            return None;
+        }
+        let since = self.queued_since?;
+        let handoff = self.core.config.handoff;
+        let valid_until = since + handoff.saturating_sub(drift(handoff));
+        if valid_until < Instant::now() + handoff / 4 {
+            return None;
+        }
+        self.done = true;
+        telemetry::handoff(self.key);
+        let (key, token, options) = (self.key, &self.token, self.options);
+        let taken = Taken { fence: None, sent_at: since, valid_for: Some(handoff) };
+        let guard = self.core.guard(key, token, &self.identity, options, taken);
+        self.core.confirm_hand_off(guard.state().clone());
+        Some(Attempt::Acquired(guard))
     }
 
     /// One scripted try with a ticket.
@@ -485,18 +579,24 @@ impl<'a> Waiting<'a> {
             self.start_afresh().await?;
         }
         let sent = Sent::default();
-        let sent_at = Instant::now();
+        let try_sent_at = Instant::now();
         let reply = core.script(self.key, &self.token, self.options, self.tick, Some(self.line), &sent).await;
         if sent.generation().is_some() {
-            self.last_sent = Some((sent_at, sent.generation()));
+            self.last_sent = Some((try_sent_at, sent.generation()));
         }
         match reply {
             Ok(Reply::Acquired { fence, sent_at }) => {
                 self.done = true;
-                if self.ticket.is_some() {
+                if self.queued_since.is_some() {
                     telemetry::handoff(self.key);
                 }
-                let guard = core.guard(self.key, &self.token, &self.identity, self.options, fence, sent_at);
+                let guard = core.guard(
+                    self.key,
+                    &self.token,
+                    &self.identity,
+                    self.options,
+                    Taken::by_reply(fence, sent_at),
+                );
                 Ok(Step::Done(Attempt::Acquired(guard)))
             }
             // Not `done`: if the key holds our token, the clean-up passes it on.
@@ -504,6 +604,7 @@ impl<'a> Waiting<'a> {
             Ok(Reply::Held { remaining, holder }) => {
                 self.remaining = remaining;
                 self.last_error = None;
+                self.queued_since.get_or_insert(try_sent_at);
                 let Some(holder) = holder else { return Ok(Step::Wait) };
                 match core.take_over_if_dead(self.key, &holder).await {
                     Ok(true) => Ok(Step::TryAgain),
@@ -533,6 +634,7 @@ impl<'a> Waiting<'a> {
         self.identity = self.core.identity_until(self.deadline).await?;
         self.token = new_token(&self.identity);
         self.ticket = Some(self.core.waiters.register(self.key, &self.token));
+        self.queued_since = None;
         Ok(())
     }
 
@@ -571,7 +673,10 @@ impl<'a> Waiting<'a> {
         self.backoff = self.backoff.saturating_mul(2).min(max);
         let Some(ticket) = self.ticket.as_ref() else { return Ok(()) };
         tokio::select! {
-            () = ticket.woken() => self.backoff = initial,
+            handed = ticket.woken() => {
+                self.backoff = initial;
+                self.handed = handed;
+            }
             () = tokio::time::sleep(fallback) => {}
             () = tokio::time::sleep_until(self.deadline) => return Err(self.timed_out()),
         }

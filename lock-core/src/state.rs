@@ -47,6 +47,9 @@ pub(crate) struct NewState {
     pub(crate) instance: String,
     /// When the acquiring command was sent: the lease is counted from there, not from the reply.
     pub(crate) sent_at: Instant,
+    /// How long the key is known to live from `sent_at`: the lease, or less for a lock handed
+    /// over by a release and not yet confirmed.
+    pub(crate) valid_for: Duration,
     pub(crate) identity: Arc<Identity>,
 }
 
@@ -66,7 +69,7 @@ impl LockState {
             status: AtomicU8::new(HELD),
             changed: Notify::new(),
         };
-        state.extend_from(n.sent_at);
+        state.extend_for(n.sent_at, n.valid_for);
         state
     }
 
@@ -87,7 +90,12 @@ impl LockState {
 
     /// Pushes the deadline to `sent_at + lease - drift` after a renewal sent at `sent_at`.
     pub(crate) fn extend_from(&self, sent_at: Instant) {
-        let until = (sent_at + self.lease.saturating_sub(drift(self.lease)))
+        self.extend_for(sent_at, self.lease);
+    }
+
+    /// Pushes the deadline to `sent_at + valid_for - drift`.
+    fn extend_for(&self, sent_at: Instant, valid_for: Duration) {
+        let until = (sent_at + valid_for.saturating_sub(drift(valid_for)))
             .saturating_duration_since(self.acquired_at);
         let nanos = u64::try_from(until.as_nanos()).unwrap_or(u64::MAX);
         self.deadline_nanos.fetch_max(nanos, Ordering::AcqRel);

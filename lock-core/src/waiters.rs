@@ -79,6 +79,8 @@ struct Channel {
 struct Slot {
     id: u64,
     woken: AtomicBool,
+    /// The wake-up was a release naming this waiter: the key now holds its token.
+    handed: AtomicBool,
     notify: Notify,
 }
 
@@ -86,6 +88,11 @@ impl Slot {
     fn wake(&self) {
         self.woken.store(true, Ordering::Release);
         self.notify.notify_one();
+    }
+
+    fn hand_over(&self) {
+        self.handed.store(true, Ordering::Release);
+        self.wake();
     }
 }
 
@@ -115,8 +122,12 @@ impl Waiters {
         let channel = keys::release_channel(key);
         let mut state = lock_unpoisoned(&self.shared.state);
         state.next_slot += 1;
-        let slot =
-            Arc::new(Slot { id: state.next_slot, woken: AtomicBool::new(false), notify: Notify::new() });
+        let slot = Arc::new(Slot {
+            id: state.next_slot,
+            woken: AtomicBool::new(false),
+            handed: AtomicBool::new(false),
+            notify: Notify::new(),
+        });
         state.channels.entry(channel.clone()).or_default().slots.insert(token.to_owned(), slot.clone());
         Ticket { shared: self.shared.clone(), channel, token: token.to_owned(), slot }
     }
@@ -137,11 +148,12 @@ impl Waiters {
 
 impl Ticket {
     /// Waits until a hand-off to this waiter (or a reason to retry) is announced.
-    pub(crate) async fn woken(&self) {
+    /// Returns true if it was a release naming this waiter (the key holds its token since).
+    pub(crate) async fn woken(&self) -> bool {
         loop {
             let notified = self.slot.notify.notified();
             if self.slot.woken.swap(false, Ordering::AcqRel) {
-                return;
+                return self.slot.handed.swap(false, Ordering::AcqRel);
             }
             notified.await;
         }
@@ -245,7 +257,7 @@ impl Shared {
                 let Some(channel) = state.channels.get(msg.get_channel_name()) else { continue };
                 let token: String = msg.get_payload().unwrap_or_default();
                 match channel.slots.get(&token) {
-                    Some(slot) => slot.wake(),
+                    Some(slot) => slot.hand_over(),
                     // Freed with lapsed tickets queued: whoever waits here may retry.
                     None if token.is_empty() => channel.slots.values().for_each(|s| s.wake()),
                     None => {}
