@@ -70,7 +70,12 @@ fn lc_script(script: &'static LazyLock<Option<Script>>, name: &str) -> Result<&'
     script.as_ref().with_context(|| format!("no `static {name}` script found in lock-core/src/scripts.rs"))
 }
 
-/// lock-core's acquire script, invoked as lock-core does without fencing (3 keys, 5 args): true when taken.
+/// The `{<key>}:<suffix>` auxiliary key of an untagged key, as lock-core names it.
+fn aux(key: &str, suffix: &str) -> String {
+    format!("{{{key}}}:{suffix}")
+}
+
+/// lock-core's acquire script, invoked as lock-core does without fencing (3 keys, 6 args): true when taken.
 pub(crate) async fn lc_acquire(
     conn: &mut MultiplexedConnection,
     key: &str,
@@ -79,25 +84,26 @@ pub(crate) async fn lc_acquire(
 ) -> Result<bool> {
     let (status, _): (i64, i64) = lc_script(&LC_ACQUIRE, "ACQUIRE")?
         .key(key)
-        .key(format!("{{{key}}}:waiters"))
-        .key(format!("{{{key}}}:waiters:until"))
+        .key(aux(key, "waiters"))
+        .key(aux(key, "waiters:until"))
         .arg(token)
         .arg(lease_ms)
         .arg("0")
         .arg("")
         .arg(0)
+        .arg(1000)
         .invoke_async(conn)
         .await
         .with_context(|| format!("lock-core acquire script on `{key}`"))?;
     Ok(status == 1)
 }
 
-/// lock-core's release script, invoked as lock-core does: true when the key held `token`.
+/// lock-core's release script, invoked as lock-core does (1 key, 1 arg): true when the key
+/// held `token`.
 pub(crate) async fn lc_release(conn: &mut MultiplexedConnection, key: &str, token: &str) -> Result<bool> {
     let owned: i64 = lc_script(&LC_RELEASE, "RELEASE")?
         .key(key)
         .arg(token)
-        .arg(0)
         .invoke_async(conn)
         .await
         .with_context(|| format!("lock-core release script on `{key}`"))?;

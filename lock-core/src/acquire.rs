@@ -271,8 +271,8 @@ impl Core {
             // Our own token can only come from an earlier send of it, which this path never
             // makes; the expiry this send set is then the one in force either way.
             None => Reply::Acquired { fence: None, sent_at },
-            Some(holder) if holder == token => Reply::Acquired { fence: None, sent_at },
-            Some(holder) => Reply::Held { remaining: None, holder: Some(holder) },
+            Some(holder) if keys::unmarked(&holder) == token => Reply::Acquired { fence: None, sent_at },
+            Some(holder) => Reply::Held { remaining: None, holder: Some(keys::unmarked(&holder).to_owned()) },
         })
     }
 
@@ -304,8 +304,7 @@ impl Core {
             .arg(if options.fencing { "1" } else { "0" })
             .arg(tick.map(|t| t.to_string()).unwrap_or_default())
             .arg(ticket.map_or(Ok(0), |d| millis(d, "waiter ticket"))?)
-            .arg(millis(self.config.handoff, "hand-off")?)
-            .arg(keys::release_channel_prefix(key));
+            .arg(millis(self.config.handoff, "hand-off")?);
         let sent_at = Instant::now();
         let cleanup = CleanupOnDrop::new(&self.releaser, key, token, sent_at, lease, sent);
         let reply: Vec<Value> =

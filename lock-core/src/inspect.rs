@@ -32,8 +32,9 @@ const RELEASED_SUFFIX: &str = ":released";
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Holder {
-    /// The raw value of the key: `<instance>:<client id>:<uuid>`, or that plus `:released` for
-    /// a lock kept for its minimum hold after its release.
+    /// The value of the key without its queue mark (a `|w` suffix while callers are queued
+    /// behind the holder): `<instance>:<client id>:<uuid>`, or that plus `:released` for a lock
+    /// kept for its minimum hold after its release.
     pub token: String,
     /// The instance id in the token (`None` for a value this crate did not write).
     pub instance: Option<String>,
@@ -130,6 +131,7 @@ pub fn is_auxiliary_key(key: &str) -> bool {
 /// Parses an owner token as this crate writes it. `None` for a value this crate did not write
 /// (a key that is not a lock).
 pub fn parse_token(token: &str) -> Option<Holder> {
+    let token = keys::unmarked(token);
     let (bare, released) = match token.strip_suffix(RELEASED_SUFFIX) {
         Some(bare) if liveness::owner_of(bare).is_some() => (bare, true),
         _ => (token, false),
@@ -179,7 +181,8 @@ pub async fn read(client: &LockClient, key: &str) -> Result<LockInfo> {
     let now_ms = time.0 * 1000 + time.1 / 1000;
     let waiters = queue
         .into_iter()
-        .map(|token| {
+        .map(|entry| {
+            let token = keys::token_of_entry(&entry).to_owned();
             let until = tickets.iter().find(|(t, _)| *t == token).map(|(_, ms)| *ms as i64);
             Waiter {
                 ticket_remaining: until
@@ -270,7 +273,9 @@ pub async fn force_unlock(client: &LockClient, key: &str) -> Result<Option<Strin
     for _ in 0..5 {
         let value: Option<String> =
             core.conn.query(&redis::Cmd::get(key), || format!("reading lock `{}`", short(key))).await?;
-        let Some(token) = value else { return Ok(None) };
+        let Some(value) = value else { return Ok(None) };
+        // The release compares the token itself and hands over to a waiter if the value is marked.
+        let token = keys::unmarked(&value).to_owned();
         if core.releaser.release_token(key, &token).await? {
             tracing::warn!(key = short(key), holder = %token, "lock force-released by an operator");
             return Ok(Some(token));

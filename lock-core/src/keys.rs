@@ -52,7 +52,7 @@ pub(crate) fn aux(key: &str, suffix: &str) -> String {
 
 /// The start of the release channels of `key`: `{<key>}:released:` (in the key's slot, so a
 /// sharded publish from the key's scripts reaches it), followed by a client id.
-pub(crate) fn release_channel_prefix(key: &str) -> String {
+fn release_channel_prefix(key: &str) -> String {
     aux(key, "released:")
 }
 
@@ -62,6 +62,28 @@ pub(crate) fn release_channel(key: &str, token: &str) -> String {
     let mut channel = release_channel_prefix(key);
     channel.push_str(client_id_of(token));
     channel
+}
+
+/// Appended to a lock key's value while callers are queued behind its holder, so that the
+/// release (a compare-and-delete when nobody waits) knows to hand the lock over without
+/// looking the queue up (see `scripts.rs`).
+const QUEUED_MARK: &str = "|w";
+
+/// A lock key's value without its queue mark: the holder's token.
+pub(crate) fn unmarked(value: &str) -> &str {
+    value.strip_suffix(QUEUED_MARK).unwrap_or(value)
+}
+
+/// A waiter's entry in the queue `{<key>}:waiters`: `<hand-off ms>|<token>`. The waiter names
+/// how long a lock handed to it stays reserved, since it is the one that trusts the
+/// reservation without a round trip (see `acquire.rs`).
+pub(crate) fn queue_entry(token: &str, handoff_ms: u64) -> String {
+    format!("{handoff_ms}|{token}")
+}
+
+/// The token of a queue entry (see [`queue_entry`]).
+pub(crate) fn token_of_entry(entry: &str) -> &str {
+    entry.split_once('|').map_or(entry, |(_, token)| token)
 }
 
 /// The client id in an owner token `<instance>:<client id>:<uuid>` (the scripts find it the
@@ -80,6 +102,14 @@ mod tests {
         assert_eq!(aux("lock:{order}:1", "fence"), "lock:{order}:1:fence");
         assert_eq!(hash_tag("{a{b}"), Some("a{b"));
         assert_eq!(hash_tag("a{}b"), None);
+    }
+
+    #[test]
+    fn queue_marks_and_entries() {
+        assert_eq!(unmarked("pod:abc:uuid|w"), "pod:abc:uuid");
+        assert_eq!(unmarked("pod:abc:uuid"), "pod:abc:uuid");
+        assert_eq!(queue_entry("pod:abc:uuid", 300), "300|pod:abc:uuid");
+        assert_eq!(token_of_entry("300|pod:abc:uuid"), "pod:abc:uuid");
     }
 
     #[test]

@@ -26,7 +26,8 @@ pub(crate) struct Releaser {
     conn: Arc<Conn>,
     watchdog: Arc<Watchdog>,
     instance: String,
-    /// How long a released lock stays reserved for the waiter it is handed to.
+    /// How long a lock handed to one of this client's waiters stays reserved for it (the
+    /// waiter's queue entry names it).
     handoff: Duration,
     /// Guards alive and not yet released (nested ones excluded).
     held: AtomicUsize,
@@ -80,8 +81,11 @@ impl Releaser {
             .at_least
             .map(|min| min.saturating_sub(state.acquired_at.elapsed()))
             .filter(|d| !d.is_zero());
-        let invocation =
-            self.release_invocation(&state.key, &state.token, keep.map_or(Ok(0), |d| millis(d, "at_least"))?);
+        let invocation = Self::release_invocation(
+            &state.key,
+            &state.token,
+            keep.map_or(Ok(0), |d| millis(d, "at_least"))?,
+        );
         // Not sent again after a lost reply: a late first RELEASE would make the second report
         // that the lock was no longer ours. The clean-up makes sure it is gone.
         let sent = Sent::default();
@@ -124,24 +128,21 @@ impl Releaser {
         }
     }
 
-    /// The release script for `token` on `key`: hand-off to the oldest live waiter, or delete.
-    fn release_invocation(&self, key: &str, token: &str, keep_ms: u64) -> ScriptInvocation<'static> {
+    /// The release script for `token` on `key`: hand-off to the oldest live waiter, or delete;
+    /// with `keep_ms`, keep the key taken that long instead.
+    fn release_invocation(key: &str, token: &str, keep_ms: u64) -> ScriptInvocation<'static> {
         let mut invocation = RELEASE.prepare_invoke();
-        invocation
-            .key(key)
-            .key(keys::aux(key, "waiters"))
-            .key(keys::aux(key, "waiters:until"))
-            .arg(token)
-            .arg(keep_ms)
-            .arg(millis(self.handoff, "hand-off").unwrap_or(1000))
-            .arg(keys::release_channel_prefix(key));
+        invocation.key(key).arg(token);
+        if keep_ms > 0 {
+            invocation.arg(keep_ms);
+        }
         invocation
     }
 
     /// Releases `key` if it holds `token` (handing it to the oldest waiter): the takeover of a
     /// dead holder's lock. Returns whether it held that token.
     pub(crate) async fn release_token(&self, key: &str, token: &str) -> Result<bool> {
-        let invocation = self.release_invocation(key, token, 0);
+        let invocation = Self::release_invocation(key, token, 0);
         let owned: i64 = self.conn.invoke(&invocation, || format!("taking over lock `{key}`")).await?;
         Ok(owned == 1)
     }
@@ -171,7 +172,13 @@ impl Releaser {
                 // compare-and-delete below has looked.
                 if !left {
                     let mut leave = LEAVE.prepare_invoke();
-                    leave.key(keys::aux(&key, "waiters")).key(keys::aux(&key, "waiters:until")).arg(&token);
+                    // Entered by this client, so with this client's hand-off time.
+                    let entry = keys::queue_entry(&token, millis(releaser.handoff, "hand-off").unwrap_or(0));
+                    leave
+                        .key(keys::aux(&key, "waiters"))
+                        .key(keys::aux(&key, "waiters:until"))
+                        .arg(&token)
+                        .arg(entry);
                     let leave: Result<i64> =
                         releaser.conn.invoke(&leave, || "leaving the queue of waiters".to_owned()).await;
                     left = leave.is_ok();

@@ -9,11 +9,12 @@ use deadpool_redis::redis::Script;
 /// The scripted acquisition: with a fence, a tick to claim, or for a waiting caller (the
 /// uncontended fail-fast path is a plain `SET NX PX GET`, see `acquire.rs`).
 ///
-/// KEYS: lock key, waiter queue (list of tokens, oldest first), waiter tickets (zset: token ->
-/// epoch ms), then the fence key (with fencing or a tick), and the tick key and its claimant
-/// key (with a tick).
+/// KEYS: lock key, waiter queue (list of `<hand-off ms>|<token>` entries, oldest first), waiter
+/// tickets (zset: token -> epoch ms), then the fence key (with fencing or a tick), and the tick
+/// key and its claimant key (with a tick).
 /// ARGV: token, lease ms, fencing ("1"/"0"), tick ("" for none), waiter ticket ms ("0": the
-/// caller does not wait), hand-off ms, release channel prefix (`keys::release_channel_prefix`).
+/// caller does not wait), the caller's hand-off ms (how long a lock handed to it stays
+/// reserved: the waiter decides, since it is the one trusting the reservation).
 ///
 /// Returns `{1, fence}` when acquired (fence 0 without fencing), `{0, ms, holder}` when held
 /// (the holder's PTTL and token), `{2, last_tick, ours}` when the tick was already claimed
@@ -31,7 +32,11 @@ pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local token, ticket = ARGV[1], tonumber(ARGV[5])
+local entry = ARGV[6] .. '|' .. token
+-- A holder's value ends in `|w` once someone queued behind it (see RELEASE).
 local holder = redis.call('GET', KEYS[1])
+local marked = holder and string.sub(holder, -2) == '|w'
+if marked then holder = string.sub(holder, 1, -3) end
 local own_claim = false
 if ARGV[4] ~= '' then
   local last = redis.call('GET', KEYS[5])
@@ -55,7 +60,7 @@ end
 local function wait_in_line()
   if ticket > 0 then
     if redis.call('ZADD', KEYS[3], clock() + ticket, token) == 1 then
-      redis.call('RPUSH', KEYS[2], token)
+      redis.call('RPUSH', KEYS[2], entry)
     end
     -- Only ever lengthened: a waiter with a shorter ticket must not expire the others'.
     if redis.call('PTTL', KEYS[3]) < ticket then
@@ -64,35 +69,48 @@ local function wait_in_line()
     end
   end
 end
+-- The value to store for `owner`: marked while someone waits, so its release hands over.
+local function value_for(owner)
+  if redis.call('LLEN', KEYS[2]) > 0 then return owner .. '|w' end
+  return owner
+end
 if holder and holder ~= token then
   wait_in_line()
+  if ticket > 0 and not marked then
+    redis.call('SET', KEYS[1], holder .. '|w', 'KEEPTTL')
+  end
   return {0, redis.call('PTTL', KEYS[1]), holder}
 end
 if holder then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if redis.call('ZREM', KEYS[3], token) == 1 then
-    redis.call('LREM', KEYS[2], 1, token)
+    redis.call('LREM', KEYS[2], 1, entry)
   end
 else
   -- Free: the oldest live waiter first, dropping lapsed tickets (bounded).
   for _ = 1, 16 do
     local head = redis.call('LINDEX', KEYS[2], 0)
-    if not head or head == token then break end
-    local head_until = tonumber(redis.call('ZSCORE', KEYS[3], head))
+    if not head or head == entry then break end
+    local ms, waiter = string.match(head, '^(%d+)|(.+)$')
+    local until_ms = waiter and tonumber(redis.call('ZSCORE', KEYS[3], waiter))
     redis.call('LPOP', KEYS[2])
-    redis.call('ZREM', KEYS[3], head)
-    if head_until and head_until > clock() then
-      redis.call('SET', KEYS[1], head, 'PX', ARGV[6])
-      local client = string.match(head, ':(%x+):[^:]+$')
-      if client then redis.call('PUBLISH', ARGV[7] .. client, head) end
+    if waiter then redis.call('ZREM', KEYS[3], waiter) end
+    if until_ms and until_ms > clock() then
       wait_in_line()
-      return {0, tonumber(ARGV[6]), head}
+      redis.call('SET', KEYS[1], value_for(waiter), 'PX', ms)
+      -- Its client's channel (keys.rs): the queue's name with `released:<client id>` for
+      -- `waiters`; the client id is the token's second field from the end.
+      local client = string.match(waiter, ':(%x+):[^:]+$')
+      if client then
+        redis.call('PUBLISH', string.sub(KEYS[2], 1, -8) .. 'released:' .. client, waiter)
+      end
+      return {0, tonumber(ms), waiter}
     end
   end
-  redis.call('SET', KEYS[1], token, 'PX', ARGV[2])
   if redis.call('ZREM', KEYS[3], token) == 1 then
-    redis.call('LREM', KEYS[2], 1, token)
+    redis.call('LREM', KEYS[2], 1, entry)
   end
+  redis.call('SET', KEYS[1], value_for(token), 'PX', ARGV[2])
 end
 local fence = 0
 if ARGV[3] == '1' then
@@ -111,81 +129,101 @@ return {1, fence}
     )
 });
 
-/// KEYS: waiter queue, waiter expiries. ARGV: token. Removes a waiter that stopped waiting
-/// without the lock (timed out, cancelled, failed), so it does not hold up the queue until its
-/// ticket lapses.
+/// KEYS: waiter queue, waiter tickets. ARGV: token, its queue entry (`<hand-off ms>|<token>`).
+/// Removes a waiter that stopped waiting without the lock (timed out, cancelled, failed), so
+/// it does not hold up the queue until its ticket lapses.
 pub(crate) static LEAVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-redis.call('LREM', KEYS[1], 1, ARGV[1])
+redis.call('LREM', KEYS[1], 1, ARGV[2])
 return redis.call('ZREM', KEYS[2], ARGV[1])
 ",
     )
 });
 
-/// Release = hand-off. KEYS: lock key, waiter queue, waiter tickets. ARGV: token, ms to keep
-/// (0: release now), hand-off ms, release channel prefix (`keys::release_channel_prefix`).
+/// Release = hand-off. KEYS: lock key. ARGV: token, and ms to keep (only with a minimum hold
+/// left).
 ///
 /// Returns 1 when the key held our token, else 0. With a minimum hold left, the key is kept
 /// for it as `<token>:released` (still taken, no longer ours: a renewal in flight cannot
-/// stretch it). Otherwise the key is handed to the oldest live waiter: set to its token for the
-/// hand-off time, the waiter popped, and its token published on its client's release channel
-/// (`{<key>}:released:<client id>`), so exactly that waiter's client hears it and only that
-/// waiter wakes and confirms with the scripted acquisition. With nobody waiting the key is
-/// deleted; an empty message goes to the clients of lapsed tickets found on the way (they may
-/// still be listening).
+/// stretch it). Otherwise, if someone waits, the key is handed to the oldest live waiter: set
+/// to its token for the hand-off time that waiter asked for, the waiter popped, and its token
+/// published on its client's release channel (`{<key>}:released:<client id>`), so exactly that
+/// waiter's client hears it and only that waiter wakes. With nobody waiting the key is deleted;
+/// an empty message goes to the clients of lapsed tickets found on the way (they may still be
+/// listening).
+///
+/// Whether someone waits is read from the value itself: a caller that joins the queue behind a
+/// holder appends `|w` to the holder's value (ACQUIRE), and a value stored while the queue is
+/// not empty carries it. So the common case (nobody ever queued) is exactly a bare
+/// compare-and-delete: one key, one argument, GET and DEL; looking the queue up on every
+/// release cost more than the compare-and-delete itself. The queue, tickets and channel names
+/// are derived here from the lock key exactly as `keys.rs` derives them; they share its hash
+/// slot, which is what Redis Cluster checks for keys a script touches.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+local key, token = KEYS[1], ARGV[1]
+local value = redis.call('GET', key)
+if value ~= token and value ~= token .. '|w' then
   return 0
 end
-if ARGV[2] ~= '0' then
-  redis.call('SET', KEYS[1], ARGV[1] .. ':released', 'PX', ARGV[2])
+if ARGV[2] then
+  redis.call('SET', key, token .. ':released', 'PX', ARGV[2])
   return 1
 end
--- The common case first: nobody waits.
-if not redis.call('LINDEX', KEYS[2], 0) then
-  redis.call('DEL', KEYS[1])
+if value == token then
+  redis.call('DEL', key)
   return 1
 end
+-- keys.rs's aux(): a key with a non-empty hash tag keeps it, any other is wrapped in one.
+local open = string.find(key, '{', 1, true)
+local close = open and string.find(key, '}', open + 1, true)
+local aux = (close and close > open + 1) and (key .. ':') or ('{' .. key .. '}:')
+local queue, tickets = aux .. 'waiters', aux .. 'waiters:until'
 -- The client id is the token's second field from the end (`<instance>:<client>:<uuid>`).
-local function announce(token, message)
-  local client = string.match(token, ':(%x+):[^:]+$')
-  if client then redis.call('PUBLISH', ARGV[4] .. client, message) end
+local function announce(waiter, message)
+  local client = string.match(waiter, ':(%x+):[^:]+$')
+  if client then redis.call('PUBLISH', aux .. 'released:' .. client, message) end
 end
 local now
 for _ = 1, 16 do
-  local head = redis.call('LINDEX', KEYS[2], 0)
+  local head = redis.call('LINDEX', queue, 0)
   if not head then break end
   if not now then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
-  local head_until = tonumber(redis.call('ZSCORE', KEYS[3], head))
-  redis.call('LPOP', KEYS[2])
-  redis.call('ZREM', KEYS[3], head)
-  if head_until and head_until > now then
-    redis.call('SET', KEYS[1], head, 'PX', ARGV[3])
-    announce(head, head)
+  local ms, waiter = string.match(head, '^(%d+)|(.+)$')
+  local until_ms = waiter and tonumber(redis.call('ZSCORE', tickets, waiter))
+  redis.call('LPOP', queue)
+  if waiter then redis.call('ZREM', tickets, waiter) end
+  if until_ms and until_ms > now then
+    if redis.call('LLEN', queue) > 0 then
+      redis.call('SET', key, waiter .. '|w', 'PX', ms)
+    else
+      redis.call('SET', key, waiter, 'PX', ms)
+    end
+    announce(waiter, waiter)
     return 1
   end
   -- A lapsed ticket: its client may still be listening, and retries when told.
-  announce(head, '')
+  if waiter then announce(waiter, '') end
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', key)
 return 1
 ",
     )
 });
 
-/// KEYS: lock key. ARGV: token, lease ms. Returns 1 when the key held our token and its expiry
-/// was reset to the lease, else 0. Never creates the key, so a renewal cannot resurrect a
-/// released or expired lock.
+/// KEYS: lock key. ARGV: token, lease ms. Returns 1 when the key held our token (marked or
+/// not, see RELEASE) and its expiry was reset to the lease, else 0. Never creates the key, so
+/// a renewal cannot resurrect a released or expired lock.
 pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local value = redis.call('GET', KEYS[1])
+if value == ARGV[1] or value == ARGV[1] .. '|w' then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end

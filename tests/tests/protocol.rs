@@ -29,6 +29,12 @@ fn get(server: &RedisServer, key: &str) -> String {
     server.cli(&["GET", key])
 }
 
+/// The holder's token: the key's value without the `|w` mark it carries while others queue.
+fn holder_token(server: &RedisServer, key: &str) -> String {
+    let value = get(server, key);
+    value.strip_suffix("|w").map(str::to_owned).unwrap_or(value)
+}
+
 /// Calls of each command since the last `CONFIG RESETSTAT`, script-internal ones included.
 fn calls(server: &RedisServer, command: &str) -> u64 {
     let info = server.cli(&["INFO", "commandstats"]);
@@ -148,6 +154,39 @@ async fn nobody_barges_in_while_a_lock_is_handed_over() {
     assert_eq!(get(&server, key), guard.token());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_over_lock_is_reserved_for_as_long_as_its_waiter_asked() {
+    init_tracing();
+    let server = RedisServer::start();
+    // The releasing client's own hand-off time (its command timeout, 300 ms) must not matter:
+    // the waiter trusts the reservation for the time it put in its queue entry.
+    let a = client(&server, "pod-1");
+    for (key, queue, tickets) in [
+        ("lock:reserve", "{lock:reserve}:waiters", "{lock:reserve}:waiters:until"),
+        // A hash-tagged key keeps its tag: the script must find the same queue keys.rs names.
+        ("lock:{order-7}:reserve", "lock:{order-7}:reserve:waiters", "lock:{order-7}:reserve:waiters:until"),
+    ] {
+        let held = a.try_lock(key, LockOptions::new()).await.unwrap();
+        // A waiter of another client (not running: nothing confirms or extends the hand-off).
+        let waiter = "pod-9:abcdef012345:0b5e3c9a-4c1e-4d5f-9a0b-1c2d3e4f5a6b";
+        let time = server.cli(&["TIME"]);
+        let now_ms: u64 = time.lines().next().unwrap().parse::<u64>().unwrap() * 1000;
+        server.cli(&["ZADD", tickets, &(now_ms + 60_000).to_string(), waiter]);
+        server.cli(&["RPUSH", queue, &format!("5000|{waiter}")]);
+        // What a queueing waiter's script does to the holder's value: the release hands over.
+        server.cli(&["SET", key, &format!("{}|w", held.token()), "KEEPTTL"]);
+        assert!(held.release().await.unwrap());
+        assert_eq!(get(&server, key), waiter, "handed to the queued waiter");
+        let pttl: u64 = server.cli(&["PTTL", key]).parse().unwrap();
+        assert!(
+            (4000..=5000).contains(&pttl),
+            "reserved for the waiter's 5 s, not the releaser's 300 ms: {pttl}"
+        );
+        assert_eq!(server.cli(&["LLEN", queue]), "0", "popped");
+        assert_eq!(server.cli(&["ZCARD", tickets]), "0");
+    }
+}
+
 /// Spawns `lock_holder` with a long watchdog lease and a short liveness TTL; returns the child
 /// and the token it holds.
 async fn spawn_holder(server: &RedisServer, key: &str, liveness_ms: u64) -> (std::process::Child, String) {
@@ -186,7 +225,8 @@ async fn a_crashed_holders_lock_is_taken_over_within_the_liveness_ttl() {
         }
     });
     // Alive: the holder keeps it (its liveness key is renewed) well past its liveness TTL.
-    assert!(!wait_until(3 * liveness, || get(&server, "lock:crash-wait") != token).await);
+    assert!(!wait_until(3 * liveness, || holder_token(&server, "lock:crash-wait") != token).await);
+    assert_eq!(get(&server, "lock:crash-wait"), format!("{token}|w"), "marked: someone queues behind it");
     holder.kill().expect("kill -9 the holder");
     holder.wait().unwrap();
     let killed = Instant::now();
