@@ -304,7 +304,8 @@ impl Core {
             .arg(if options.fencing { "1" } else { "0" })
             .arg(tick.map(|t| t.to_string()).unwrap_or_default())
             .arg(ticket.map_or(Ok(0), |d| millis(d, "waiter ticket"))?)
-            .arg(millis(self.config.handoff, "hand-off")?);
+            .arg(millis(self.config.handoff, "hand-off")?)
+            .arg(keys::release_channel_prefix(key));
         let sent_at = Instant::now();
         let cleanup = CleanupOnDrop::new(&self.releaser, key, token, sent_at, lease, sent);
         let reply: Vec<Value> =

@@ -50,17 +50,24 @@ pub(crate) fn aux(key: &str, suffix: &str) -> String {
     aux
 }
 
-/// Suffix of the pub/sub channel on which releases of a key are announced.
-const RELEASED: &str = ":released";
-
-/// The pub/sub channel on which releases of `key` are announced.
-pub(crate) fn release_channel(key: &str) -> String {
-    format!("{key}{RELEASED}")
+/// The start of the release channels of `key`: `{<key>}:released:` (in the key's slot, so a
+/// sharded publish from the key's scripts reaches it), followed by a client id.
+pub(crate) fn release_channel_prefix(key: &str) -> String {
+    aux(key, "released:")
 }
 
-/// The lock key whose releases `channel` announces.
-pub(crate) fn key_of_channel(channel: &str) -> &str {
-    channel.strip_suffix(RELEASED).unwrap_or(channel)
+/// The pub/sub channel on which the client that owns `token` hears about hand-offs of `key`:
+/// one channel per key and client, so a release wakes only the client it names.
+pub(crate) fn release_channel(key: &str, token: &str) -> String {
+    let mut channel = release_channel_prefix(key);
+    channel.push_str(client_id_of(token));
+    channel
+}
+
+/// The client id in an owner token `<instance>:<client id>:<uuid>` (the scripts find it the
+/// same way: the second field from the end).
+fn client_id_of(token: &str) -> &str {
+    token.rsplit(':').nth(1).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -73,6 +80,13 @@ mod tests {
         assert_eq!(aux("lock:{order}:1", "fence"), "lock:{order}:1:fence");
         assert_eq!(hash_tag("{a{b}"), Some("a{b"));
         assert_eq!(hash_tag("a{}b"), None);
+    }
+
+    #[test]
+    fn release_channels_are_per_client_and_in_the_slot() {
+        let token = "pod:1:abcdef012345:0b5e3c9a-4c1e-4d5f-9a0b-1c2d3e4f5a6b";
+        assert_eq!(release_channel("lock:x", token), "{lock:x}:released:abcdef012345");
+        assert_eq!(release_channel("lock:{o}:1", token), "lock:{o}:1:released:abcdef012345");
     }
 
     #[test]

@@ -133,7 +133,8 @@ impl Releaser {
             .key(keys::aux(key, "waiters:until"))
             .arg(token)
             .arg(keep_ms)
-            .arg(millis(self.handoff, "hand-off").unwrap_or(1000));
+            .arg(millis(self.handoff, "hand-off").unwrap_or(1000))
+            .arg(keys::release_channel_prefix(key));
         invocation
     }
 

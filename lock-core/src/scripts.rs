@@ -13,7 +13,7 @@ use deadpool_redis::redis::Script;
 /// epoch ms), then the fence key (with fencing or a tick), and the tick key and its claimant
 /// key (with a tick).
 /// ARGV: token, lease ms, fencing ("1"/"0"), tick ("" for none), waiter ticket ms ("0": the
-/// caller does not wait), hand-off ms.
+/// caller does not wait), hand-off ms, release channel prefix (`keys::release_channel_prefix`).
 ///
 /// Returns `{1, fence}` when acquired (fence 0 without fencing), `{0, ms, holder}` when held
 /// (the holder's PTTL and token), `{2, last_tick, ours}` when the tick was already claimed
@@ -83,7 +83,8 @@ else
     redis.call('ZREM', KEYS[3], head)
     if head_until and head_until > clock() then
       redis.call('SET', KEYS[1], head, 'PX', ARGV[6])
-      redis.call('PUBLISH', KEYS[1] .. ':released', head)
+      local client = string.match(head, ':(%x+):[^:]+$')
+      if client then redis.call('PUBLISH', ARGV[7] .. client, head) end
       wait_in_line()
       return {0, tonumber(ARGV[6]), head}
     end
@@ -123,14 +124,15 @@ return redis.call('ZREM', KEYS[2], ARGV[1])
 });
 
 /// Release = hand-off. KEYS: lock key, waiter queue, waiter tickets. ARGV: token, ms to keep
-/// (0: release now), hand-off ms.
+/// (0: release now), hand-off ms, release channel prefix (`keys::release_channel_prefix`).
 ///
 /// Returns 1 when the key held our token, else 0. With a minimum hold left, the key is kept
 /// for it as `<token>:released` (still taken, no longer ours: a renewal in flight cannot
 /// stretch it). Otherwise the key is handed to the oldest live waiter: set to its token for the
-/// hand-off time, the waiter popped, and its token published on `<key>:released`, so exactly
-/// that waiter wakes and confirms with the scripted acquisition. With nobody waiting the key is
-/// deleted, and an empty message is published only if lapsed tickets were found (someone may
+/// hand-off time, the waiter popped, and its token published on its client's release channel
+/// (`{<key>}:released:<client id>`), so exactly that waiter's client hears it and only that
+/// waiter wakes and confirms with the scripted acquisition. With nobody waiting the key is
+/// deleted; an empty message goes to the clients of lapsed tickets found on the way (they may
 /// still be listening).
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -147,7 +149,11 @@ if not redis.call('LINDEX', KEYS[2], 0) then
   redis.call('DEL', KEYS[1])
   return 1
 end
-local lapsed = false
+-- The client id is the token's second field from the end (`<instance>:<client>:<uuid>`).
+local function announce(token, message)
+  local client = string.match(token, ':(%x+):[^:]+$')
+  if client then redis.call('PUBLISH', ARGV[4] .. client, message) end
+end
 local now
 for _ = 1, 16 do
   local head = redis.call('LINDEX', KEYS[2], 0)
@@ -161,15 +167,13 @@ for _ = 1, 16 do
   redis.call('ZREM', KEYS[3], head)
   if head_until and head_until > now then
     redis.call('SET', KEYS[1], head, 'PX', ARGV[3])
-    redis.call('PUBLISH', KEYS[1] .. ':released', head)
+    announce(head, head)
     return 1
   end
-  lapsed = true
+  -- A lapsed ticket: its client may still be listening, and retries when told.
+  announce(head, '')
 end
 redis.call('DEL', KEYS[1])
-if lapsed then
-  redis.call('PUBLISH', KEYS[1] .. ':released', '')
-end
 return 1
 ",
     )

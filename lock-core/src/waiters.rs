@@ -1,10 +1,10 @@
-//! Hearing about hand-offs: one shared pub/sub connection per client, subscribed to the
-//! release channel of every key this client waits on (reference-counted: unsubscribed shortly
-//! after its last waiter leaves).
+//! Hearing about hand-offs: one shared pub/sub connection per client, subscribed to this
+//! client's release channel of every key it waits on (`{<key>}:released:<client id>`,
+//! reference-counted: unsubscribed shortly after its last waiter leaves).
 //!
 //! A release hands the lock to the oldest waiter in the Redis-side queue and publishes that
-//! waiter's token; the message wakes only the waiter registered with that token, so N waiting
-//! replicas cost what one does. An empty message (the key was freed while lapsed tickets were
+//! waiter's token on its client's channel: only that client hears it, and only the waiter
+//! registered with that token wakes, so N waiting replicas cost what one does. An empty message (the key was freed while lapsed tickets were
 //! queued) or a lost connection wakes every waiter of the key, to retry.
 
 use std::collections::{BTreeMap, HashMap};
@@ -64,8 +64,10 @@ struct State {
     next_slot: u64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Channel {
+    /// The lock key whose hand-offs to this client the channel announces.
+    key: String,
     /// Waiting tasks by the token they wait with.
     slots: HashMap<String, Arc<Slot>>,
     /// The connection generation on which this channel is (being) subscribed.
@@ -119,7 +121,7 @@ impl Waiters {
 
     /// Registers a waiter for `key` that waits with `token`.
     pub(crate) fn register(&self, key: &str, token: &str) -> Ticket {
-        let channel = keys::release_channel(key);
+        let channel = keys::release_channel(key, token);
         let mut state = lock_unpoisoned(&self.shared.state);
         state.next_slot += 1;
         let slot = Arc::new(Slot {
@@ -128,7 +130,17 @@ impl Waiters {
             handed: AtomicBool::new(false),
             notify: Notify::new(),
         });
-        state.channels.entry(channel.clone()).or_default().slots.insert(token.to_owned(), slot.clone());
+        state
+            .channels
+            .entry(channel.clone())
+            .or_insert_with(|| Channel {
+                key: key.to_owned(),
+                slots: HashMap::new(),
+                subscribed: None,
+                confirmed: false,
+            })
+            .slots
+            .insert(token.to_owned(), slot.clone());
         Ticket { shared: self.shared.clone(), channel, token: token.to_owned(), slot }
     }
 
@@ -136,12 +148,14 @@ impl Waiters {
     /// tasks per lock key.
     pub(crate) fn snapshot(&self) -> (usize, BTreeMap<String, usize>) {
         let state = lock_unpoisoned(&self.shared.state);
-        let waiters = state
-            .channels
-            .iter()
-            .filter(|(_, c)| !c.slots.is_empty())
-            .map(|(name, c)| (keys::key_of_channel(name).to_owned(), c.slots.len()))
-            .collect();
+        let waiters = state.channels.values().filter(|c| !c.slots.is_empty()).fold(
+            BTreeMap::new(),
+            |mut waiters, c| {
+                // A key's waiters may sit on several channels (one per identity of this client).
+                *waiters.entry(c.key.clone()).or_default() += c.slots.len();
+                waiters
+            },
+        );
         (state.channels.len(), waiters)
     }
 }

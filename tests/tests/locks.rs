@@ -28,6 +28,16 @@ fn client_with(server: &RedisServer, instance: &str, watchdog_lease: Duration) -
 
 /// `name` in this run's key namespace. With `REDIS_URL`, runs share a server, and a key left
 /// by an earlier run (a guard dropped as its test ended) must not be seen by this one.
+/// How many clients are subscribed to their release channel of `key` (one channel per key and
+/// waiting client: `{<key>}:released:<client id>`).
+fn release_subscribers(server: &RedisServer, key: &str) -> usize {
+    server
+        .cli(&["PUBSUB", "CHANNELS", &format!("{{{key}}}:released:*")])
+        .lines()
+        .filter(|l| !l.is_empty())
+        .count()
+}
+
 fn k(name: &str) -> String {
     static RUN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let run = RUN.get_or_init(|| {
@@ -296,10 +306,7 @@ async fn a_waiter_acquires_on_the_release_message() {
         }
     });
     assert!(
-        wait_until(Duration::from_secs(2), || server
-            .cli(&["PUBSUB", "NUMSUB", &k("lock:handoff:released")])
-            .ends_with("\n1"))
-        .await,
+        wait_until(Duration::from_secs(2), || release_subscribers(&server, &k("lock:handoff")) == 1).await,
         "the waiter subscribes to the release channel"
     );
     let released_at = Instant::now();
@@ -316,10 +323,7 @@ async fn a_waiter_acquires_on_the_release_message() {
     assert!(acquired.token().starts_with("pod-2:"));
     // The waiter left: its subscription goes too.
     assert!(
-        wait_until(Duration::from_secs(2), || server
-            .cli(&["PUBSUB", "NUMSUB", &k("lock:handoff:released")])
-            .ends_with("\n0"))
-        .await,
+        wait_until(Duration::from_secs(2), || release_subscribers(&server, &k("lock:handoff")) == 0).await,
         "no subscription leak"
     );
     assert!(wait_until(Duration::from_secs(1), || waiter.stats().waiting_keys == 0).await);
@@ -339,10 +343,7 @@ async fn a_wait_on_a_lock_never_released_times_out_at_its_bound() {
     assert!(err.to_string().contains("timed out after 700ms"), "{err}");
     assert!(waited >= Duration::from_millis(700) && waited < Duration::from_millis(1100), "{waited:?}");
     assert!(
-        wait_until(Duration::from_secs(2), || server
-            .cli(&["PUBSUB", "NUMSUB", &k("lock:forever:released")])
-            .ends_with("\n0"))
-        .await,
+        wait_until(Duration::from_secs(2), || release_subscribers(&server, &k("lock:forever")) == 0).await,
         "the timed-out waiter unsubscribed"
     );
 }
@@ -506,10 +507,7 @@ async fn waiting_survives_a_redis_restart() {
         b.lock(&k("lock:restart"), LockOptions::new().wait(Duration::from_secs(10))).await
     });
     assert!(
-        wait_until(Duration::from_secs(2), || server
-            .cli(&["PUBSUB", "NUMSUB", &k("lock:restart:released")])
-            .ends_with("\n1"))
-        .await
+        wait_until(Duration::from_secs(2), || release_subscribers(&server, &k("lock:restart")) == 1).await
     );
     // The restart wipes the key (no persistence here), so the waiter must get in.
     server.restart();
@@ -667,10 +665,8 @@ async fn an_unbounded_wait_is_accepted() {
     let guard = a.lock(&k("lock:forever-wait"), forever.clone()).await.expect("free: acquired at once");
     let waiting = tokio::spawn(async move { b.lock(&k("lock:forever-wait"), forever).await });
     assert!(
-        wait_until(Duration::from_secs(2), || server
-            .cli(&["PUBSUB", "NUMSUB", &k("lock:forever-wait:released")])
-            .ends_with("\n1"))
-        .await
+        wait_until(Duration::from_secs(2), || release_subscribers(&server, &k("lock:forever-wait")) == 1)
+            .await
     );
     guard.release().await.unwrap();
     let acquired = tokio::time::timeout(Duration::from_secs(2), waiting).await.unwrap().unwrap().unwrap();
