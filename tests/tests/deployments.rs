@@ -103,7 +103,8 @@ fn the_lock_user_reaches_lock_keys_only() {
     assert_eq!(ok(&["SET", "lock:a", "t", "NX", "PX", "1000"]), "OK");
     assert_eq!(ok(&["SET", "{lock:a}:fence", "1"]), "OK");
     assert_eq!(ok(&["SET", "lock-client:pod:1", "1", "PX", "1000"]), "OK");
-    assert_eq!(ok(&["PUBLISH", "lock:a:released", ""]), "0");
+    assert_eq!(ok(&["PUBLISH", "{lock:a}:released:abcdef012345", ""]), "0");
+    assert_eq!(ok(&["PUBLISH", "lock:{o}:1:released:abcdef012345", ""]), "0");
     assert_eq!(ok(&["WAIT", "0", "10"]), "0");
     for denied in [
         &["GET", "other"][..],
