@@ -128,3 +128,74 @@ fn deployments_clean_up_on_drop() {
         .exists()));
     assert!(!ca.exists(), "{} is left behind", ca.display());
 }
+
+/// Everything a service does through lock-core and the scheduler works as the lock ACL user,
+/// and the server's ACL log records no denied command, key or channel: the README's ACL line
+/// is enough.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lock_user_is_enough_for_lock_core_and_the_scheduler() {
+    use lock_core::{LockClient, LockOptions};
+    use scheduler::{Job, Scheduler};
+
+    init_tracing();
+    let server = RedisServer::start();
+    let user = AclUser::lock_user("lockuser", "fixture-pw", "lock:");
+    create_user(&server.url(), &user).expect("ACL SETUSER");
+    server.cli(&["ACL", "LOG", "RESET"]);
+    let client = |instance: &str| {
+        LockClient::builder()
+            .url(user.url_on(&server.url()))
+            .instance_id(instance)
+            .watchdog_lease(Duration::from_millis(600))
+            .build()
+            .expect("client")
+    };
+    let (a, b) = (client("pod-a"), client("pod-b"));
+
+    // Fenced lock, a waiter of another client, hand-off, a tagged key, renewal.
+    let held = a.lock("lock:acl:{order}:1", LockOptions::new().fencing(true)).await.expect("lock");
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move { b.lock("lock:acl:{order}:1", LockOptions::new().wait(Duration::from_secs(10))).await }
+    });
+    assert!(
+        tests::harness::wait_until(Duration::from_secs(5), || b.stats().waiters_on("lock:acl:{order}:1")
+            == 1)
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(700)).await; // one watchdog renewal (the scenario)
+    assert!(held.release().await.expect("release"));
+    let handed = waiter.await.expect("task").expect("hand-off");
+    assert!(handed.release().await.expect("release"));
+
+    // A scheduler job: tick claim, run history, pause flag.
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let scheduler = Scheduler::builder()
+        .client(a.clone())
+        .job(
+            Job::new("acl-job", "* * * * * *", {
+                let runs = runs.clone();
+                move || {
+                    runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    async {}
+                }
+            })
+            .lock("lock:acl:job"),
+        )
+        .build()
+        .expect("scheduler");
+    let handle = scheduler.start().await.expect("start");
+    assert!(
+        tests::harness::wait_until(Duration::from_secs(5), || runs.load(std::sync::atomic::Ordering::SeqCst)
+            >= 1)
+        .await,
+        "the job ran"
+    );
+    handle.pause("acl-job").await.expect("pause");
+    assert!(handle.resume("acl-job").await.expect("resume"));
+    assert!(!handle.history("acl-job", 10).await.expect("history").is_empty(), "run history recorded");
+    handle.shutdown().await;
+
+    let log = server.cli(&["ACL", "LOG"]);
+    assert!(log.is_empty(), "the lock user was denied something:\n{log}");
+}
