@@ -199,3 +199,11 @@ async fn the_lock_user_is_enough_for_lock_core_and_the_scheduler() {
     let log = server.cli(&["ACL", "LOG"]);
     assert!(log.is_empty(), "the lock user was denied something:\n{log}");
 }
+
+/// README's "Deploying" section shows the ACL line operators copy: the one the tests use.
+#[test]
+fn readme_shows_the_lock_user_acl_line() {
+    let line = tests::harness::lock_user_acl_line("lockuser", "<password>", "lock:");
+    let readme = include_str!("../../README.md");
+    assert!(readme.contains(&line), "README.md must show the ACL line the tests use:\n{line}");
+}
