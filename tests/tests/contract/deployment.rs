@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use lock_core::{LockClient, LockClientBuilder};
-use tests::harness::{AclUser, RedisServer, create_user};
+use tests::harness::{AclUser, RedisCluster, RedisSentinelGroup, RedisServer, create_user, query};
 
 /// Command timeout of the suite's clients: generous, the machine may be saturated.
 pub(crate) const COMMAND_TIMEOUT: Duration = Duration::from_millis(400);
@@ -28,6 +28,8 @@ pub(crate) struct Deployment {
 /// The servers of a deployment.
 enum Server {
     Single(RedisServer),
+    Cluster(RedisCluster),
+    Sentinel(RedisSentinelGroup),
 }
 
 impl Deployment {
@@ -44,10 +46,28 @@ impl Deployment {
         Deployment { server: Server::Single(server), user: Some(user) }
     }
 
+    /// A 3-master cluster with a replica each, clients through `redis+cluster://` with every
+    /// node.
+    #[allow(dead_code)] // until lock-core builds cluster clients
+    pub(crate) fn cluster() -> Deployment {
+        Deployment { server: Server::Cluster(RedisCluster::start()), user: None }
+    }
+
+    /// A master, a replica and 3 sentinels, clients through `redis+sentinel://` with the 3
+    /// sentinels and the master's name.
+    #[allow(dead_code)] // until lock-core builds Sentinel clients
+    pub(crate) fn sentinel() -> Deployment {
+        Deployment { server: Server::Sentinel(RedisSentinelGroup::start()), user: None }
+    }
+
     /// The URL (or address form) a client of this deployment is built from, with the user.
     pub(crate) fn client_url(&self) -> String {
         let url = match &self.server {
             Server::Single(server) => server.url(),
+            Server::Cluster(cluster) => multi_host_url("redis+cluster", &cluster.urls(), ""),
+            Server::Sentinel(group) => {
+                multi_host_url("redis+sentinel", &group.sentinel_urls(), group.master_name())
+            }
         };
         match &self.user {
             Some(user) => user.url_on(&url),
@@ -72,9 +92,14 @@ impl Deployment {
     }
 
     /// Runs a command as the default user on the server that holds `key`.
-    pub(crate) fn cli(&self, _key: &str, args: &[&str]) -> String {
+    pub(crate) fn cli(&self, key: &str, args: &[&str]) -> String {
         match &self.server {
             Server::Single(server) => server.cli(args),
+            Server::Cluster(cluster) => cluster.cli_for_key(key, args),
+            Server::Sentinel(group) => {
+                let master = group.master_url();
+                query(&master, args).unwrap_or_else(|e| panic!("{args:?} on {master}: {e}"))
+            }
         }
     }
 
@@ -98,6 +123,13 @@ impl Deployment {
     pub(crate) fn holder_url(&self) -> String {
         self.client_url()
     }
+}
+
+/// `<scheme>://host1:port1,host2:port2/<path>` from `redis://host:port/` URLs.
+fn multi_host_url(scheme: &str, urls: &[String], path: &str) -> String {
+    let hosts: Vec<&str> =
+        urls.iter().map(|u| u.trim_start_matches("redis://").trim_end_matches('/')).collect();
+    format!("{scheme}://{}/{path}", hosts.join(","))
 }
 
 /// One deployment of a kind shared by the tests that run at the same time, started by the
