@@ -16,6 +16,7 @@ use crate::conn::{Conn, Sent};
 use crate::error::Result;
 use crate::keys;
 use crate::options::millis;
+use crate::replica_ack::ReplicaAck;
 use crate::scripts::{LEAVE, RELEASE};
 use crate::state::LockState;
 use crate::watchdog::Watchdog;
@@ -28,6 +29,8 @@ pub(crate) struct Releaser {
     instance: String,
     /// How long a released lock stays reserved for the waiter it is handed to.
     handoff: Duration,
+    /// `WAIT` after releases, if opted in.
+    replica_ack: Option<ReplicaAck>,
     /// Guards alive and not yet released (nested ones excluded).
     held: AtomicUsize,
     /// Background tasks in flight.
@@ -37,12 +40,19 @@ pub(crate) struct Releaser {
 }
 
 impl Releaser {
-    pub(crate) fn new(conn: Arc<Conn>, watchdog: Arc<Watchdog>, instance: String, handoff: Duration) -> Self {
+    pub(crate) fn new(
+        conn: Arc<Conn>,
+        watchdog: Arc<Watchdog>,
+        instance: String,
+        handoff: Duration,
+        replica_ack: Option<ReplicaAck>,
+    ) -> Self {
         Releaser {
             conn,
             watchdog,
             instance,
             handoff,
+            replica_ack,
             held: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
@@ -100,6 +110,20 @@ impl Releaser {
             }
         };
         let owned = owned == 1;
+        if let Some(ack) = self.replica_ack.filter(|a| a.after_release && owned) {
+            // The release is done either way: a shortfall is only reported.
+            match self.conn.wait_replicas(&state.key, ack.replicas, ack.timeout).await {
+                Ok(got) if got >= ack.replicas => {}
+                Ok(got) => tracing::warn!(
+                    wanted = ack.replicas,
+                    got,
+                    "fewer replicas than wanted acknowledged the release"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not wait for replicas to acknowledge the release")
+                }
+            }
+        }
         if owned {
             crate::telemetry::held(&state.key, state.acquired_at.elapsed());
             tracing::debug!(held_for = ?state.acquired_at.elapsed(), kept_for = ?keep, "lock released");
@@ -134,7 +158,8 @@ impl Releaser {
             .arg(token)
             .arg(keep_ms)
             .arg(millis(self.handoff, "hand-off").unwrap_or(1000))
-            .arg(keys::release_channel_prefix(key));
+            .arg(keys::release_channel_prefix(key))
+            .arg(self.conn.publish_command());
         invocation
     }
 

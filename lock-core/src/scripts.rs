@@ -13,7 +13,8 @@ use deadpool_redis::redis::Script;
 /// epoch ms), then the fence key (with fencing or a tick), and the tick key and its claimant
 /// key (with a tick).
 /// ARGV: token, lease ms, fencing ("1"/"0"), tick ("" for none), waiter ticket ms ("0": the
-/// caller does not wait), hand-off ms, release channel prefix (`keys::release_channel_prefix`).
+/// caller does not wait), hand-off ms, release channel prefix (`keys::release_channel_prefix`),
+/// publish command (`PUBLISH`, or `SPUBLISH` in a cluster: the channel is in the key's slot).
 ///
 /// Returns `{1, fence}` when acquired (fence 0 without fencing), `{0, ms, holder}` when held
 /// (the holder's PTTL and token), `{2, last_tick, ours}` when the tick was already claimed
@@ -84,7 +85,7 @@ else
     if head_until and head_until > clock() then
       redis.call('SET', KEYS[1], head, 'PX', ARGV[6])
       local client = string.match(head, ':(%x+):[^:]+$')
-      if client then redis.call('PUBLISH', ARGV[7] .. client, head) end
+      if client then redis.call(ARGV[8], ARGV[7] .. client, head) end
       wait_in_line()
       return {0, tonumber(ARGV[6]), head}
     end
@@ -124,7 +125,8 @@ return redis.call('ZREM', KEYS[2], ARGV[1])
 });
 
 /// Release = hand-off. KEYS: lock key, waiter queue, waiter tickets. ARGV: token, ms to keep
-/// (0: release now), hand-off ms, release channel prefix (`keys::release_channel_prefix`).
+/// (0: release now), hand-off ms, release channel prefix (`keys::release_channel_prefix`),
+/// publish command (`PUBLISH`, or `SPUBLISH` in a cluster).
 ///
 /// Returns 1 when the key held our token, else 0. With a minimum hold left, the key is kept
 /// for it as `<token>:released` (still taken, no longer ours: a renewal in flight cannot
@@ -152,7 +154,7 @@ end
 -- The client id is the token's second field from the end (`<instance>:<client>:<uuid>`).
 local function announce(token, message)
   local client = string.match(token, ':(%x+):[^:]+$')
-  if client then redis.call('PUBLISH', ARGV[4] .. client, message) end
+  if client then redis.call(ARGV[5], ARGV[4] .. client, message) end
 end
 local now
 for _ = 1, 16 do
