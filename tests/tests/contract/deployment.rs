@@ -48,14 +48,12 @@ impl Deployment {
 
     /// A 3-master cluster with a replica each, clients through `redis+cluster://` with every
     /// node.
-    #[allow(dead_code)] // until lock-core builds cluster clients
     pub(crate) fn cluster() -> Deployment {
         Deployment { server: Server::Cluster(RedisCluster::start()), user: None }
     }
 
     /// A master, a replica and 3 sentinels, clients through `redis+sentinel://` with the 3
     /// sentinels and the master's name.
-    #[allow(dead_code)] // until lock-core builds Sentinel clients
     pub(crate) fn sentinel() -> Deployment {
         Deployment { server: Server::Sentinel(RedisSentinelGroup::start()), user: None }
     }

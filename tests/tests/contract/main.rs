@@ -44,3 +44,5 @@ macro_rules! contract {
 
 contract!(single, Deployment::single);
 contract!(single_acl, Deployment::single_acl);
+contract!(cluster, Deployment::cluster);
+contract!(sentinel, Deployment::sentinel);
