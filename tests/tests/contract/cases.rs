@@ -205,6 +205,7 @@ pub(crate) async fn crash_takeover(d: &Deployment) {
 async fn spawn_holder(d: &Deployment, key: &str) -> (std::process::Child, String) {
     let mut holder = std::process::Command::new(env!("CARGO_BIN_EXE_lock_holder"))
         .args([d.holder_url(), key.to_owned(), "30000".into(), LIVENESS_TTL.as_millis().to_string()])
+        .args(d.holder_ca_file())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("spawn lock_holder");

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use lock_core::{LockClient, LockClientBuilder};
-use tests::harness::{AclUser, RedisCluster, RedisSentinelGroup, RedisServer, create_user, query};
+use tests::harness::{AclUser, RedisCluster, RedisSentinelGroup, RedisServer, RedisTls, create_user, query};
 
 /// Command timeout of the suite's clients: generous, the machine may be saturated.
 pub(crate) const COMMAND_TIMEOUT: Duration = Duration::from_millis(400);
@@ -30,6 +30,7 @@ enum Server {
     Single(RedisServer),
     Cluster(RedisCluster),
     Sentinel(RedisSentinelGroup),
+    Tls(RedisTls),
 }
 
 impl Deployment {
@@ -44,6 +45,13 @@ impl Deployment {
         let user = AclUser::lock_user("lockuser", PASSWORD, "lock:");
         create_user(&server.url(), &user).expect("ACL SETUSER lockuser");
         Deployment { server: Server::Single(server), user: Some(user) }
+    }
+
+    /// A TLS-only server (certificates made for the test), clients over `rediss://` trusting
+    /// its CA, as the lock ACL user.
+    pub(crate) fn tls_acl() -> Deployment {
+        let user = AclUser::lock_user("lockuser", PASSWORD, "lock:");
+        Deployment { server: Server::Tls(RedisTls::start_with_user(&user)), user: Some(user) }
     }
 
     /// A 3-master cluster with a replica each, clients through `redis+cluster://` with every
@@ -62,6 +70,7 @@ impl Deployment {
     pub(crate) fn client_url(&self) -> String {
         let url = match &self.server {
             Server::Single(server) => server.url(),
+            Server::Tls(server) => server.url(),
             Server::Cluster(cluster) => multi_host_url("redis+cluster", &cluster.urls(), ""),
             Server::Sentinel(group) => {
                 multi_host_url("redis+sentinel", &group.sentinel_urls(), group.master_name())
@@ -75,7 +84,11 @@ impl Deployment {
 
     /// A client builder connected to the deployment.
     pub(crate) fn builder(&self) -> LockClientBuilder {
-        LockClient::builder().url(self.client_url())
+        let builder = LockClient::builder().url(self.client_url());
+        match &self.server {
+            Server::Tls(server) => builder.tls_root_ca(server.ca_cert_pem()),
+            _ => builder,
+        }
     }
 
     /// A client of this deployment with the suite's timings.
@@ -93,6 +106,7 @@ impl Deployment {
     pub(crate) fn cli(&self, key: &str, args: &[&str]) -> String {
         match &self.server {
             Server::Single(server) => server.cli(args),
+            Server::Tls(server) => server.cli(args),
             Server::Cluster(cluster) => cluster.cli_for_key(key, args),
             Server::Sentinel(group) => {
                 let master = group.master_url();
@@ -117,9 +131,17 @@ impl Deployment {
         self.cli(key, &["EXISTS", key]) == "1"
     }
 
-    /// The arguments that make `lock_holder` connect to this deployment (before the key).
+    /// The URL `lock_holder` connects to.
     pub(crate) fn holder_url(&self) -> String {
         self.client_url()
+    }
+
+    /// The CA file `lock_holder` trusts, for a TLS deployment.
+    pub(crate) fn holder_ca_file(&self) -> Option<String> {
+        match &self.server {
+            Server::Tls(server) => Some(server.ca_cert_path().display().to_string()),
+            _ => None,
+        }
     }
 }
 

@@ -44,5 +44,6 @@ macro_rules! contract {
 
 contract!(single, Deployment::single);
 contract!(single_acl, Deployment::single_acl);
+contract!(tls_acl, Deployment::tls_acl);
 contract!(cluster, Deployment::cluster);
 contract!(sentinel, Deployment::sentinel);
