@@ -130,21 +130,22 @@ fn deployments_clean_up_on_drop() {
 }
 
 /// Everything a service does through lock-core and the scheduler works as the lock ACL user,
-/// and the server's ACL log records no denied command, key or channel: the README's ACL line
-/// is enough.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_lock_user_is_enough_for_lock_core_and_the_scheduler() {
+/// and no server's ACL log records a denied command, key or channel: the README's ACL line is
+/// enough. `url` is what clients are built from (the user's credentials in it); `nodes` are the
+/// data servers, where the user is created and the logs are read.
+async fn lock_user_is_enough(url_for: impl Fn(&AclUser) -> String, nodes: &[String]) {
     use lock_core::{LockClient, LockOptions};
     use scheduler::{Job, Scheduler};
 
-    init_tracing();
-    let server = RedisServer::start();
     let user = AclUser::lock_user("lockuser", "fixture-pw", "lock:");
-    create_user(&server.url(), &user).expect("ACL SETUSER");
-    server.cli(&["ACL", "LOG", "RESET"]);
+    for node in nodes {
+        create_user(node, &user).expect("ACL SETUSER");
+        query(node, &["ACL", "LOG", "RESET"]).expect("ACL LOG RESET");
+    }
+    let url = url_for(&user);
     let client = |instance: &str| {
         LockClient::builder()
-            .url(user.url_on(&server.url()))
+            .url(url.as_str())
             .instance_id(instance)
             .watchdog_lease(Duration::from_millis(600))
             .build()
@@ -153,16 +154,13 @@ async fn the_lock_user_is_enough_for_lock_core_and_the_scheduler() {
     let (a, b) = (client("pod-a"), client("pod-b"));
 
     // Fenced lock, a waiter of another client, hand-off, a tagged key, renewal.
-    let held = a.lock("lock:acl:{order}:1", LockOptions::new().fencing(true)).await.expect("lock");
+    let key = "lock:acl:{order}:1";
+    let held = a.lock(key, LockOptions::new().fencing(true)).await.expect("lock");
     let waiter = tokio::spawn({
         let b = b.clone();
-        async move { b.lock("lock:acl:{order}:1", LockOptions::new().wait(Duration::from_secs(10))).await }
+        async move { b.lock(key, LockOptions::new().wait(Duration::from_secs(10))).await }
     });
-    assert!(
-        tests::harness::wait_until(Duration::from_secs(5), || b.stats().waiters_on("lock:acl:{order}:1")
-            == 1)
-        .await
-    );
+    assert!(tests::harness::wait_until(Duration::from_secs(5), || b.stats().waiters_on(key) == 1).await);
     tokio::time::sleep(Duration::from_millis(700)).await; // one watchdog renewal (the scenario)
     assert!(held.release().await.expect("release"));
     let handed = waiter.await.expect("task").expect("hand-off");
@@ -196,8 +194,38 @@ async fn the_lock_user_is_enough_for_lock_core_and_the_scheduler() {
     assert!(!handle.history("acl-job", 10).await.expect("history").is_empty(), "run history recorded");
     handle.shutdown().await;
 
-    let log = server.cli(&["ACL", "LOG"]);
-    assert!(log.is_empty(), "the lock user was denied something:\n{log}");
+    for node in nodes {
+        let log = query(node, &["ACL", "LOG"]).expect("ACL LOG");
+        assert!(log.is_empty(), "the lock user was denied something on {node}:\n{log}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lock_user_is_enough_on_a_single_node() {
+    init_tracing();
+    let server = RedisServer::start();
+    lock_user_is_enough(|user| user.url_on(&server.url()), &[server.url()]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lock_user_is_enough_on_a_cluster() {
+    init_tracing();
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start).await.expect("cluster");
+    let nodes = cluster.urls();
+    let hosts: Vec<&str> =
+        nodes.iter().map(|u| u.trim_start_matches("redis://").trim_end_matches('/')).collect();
+    let url = format!("redis+cluster://{}", hosts.join(","));
+    lock_user_is_enough(|user| user.url_on(&url), &nodes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lock_user_is_enough_behind_sentinel() {
+    init_tracing();
+    let group = tokio::task::spawn_blocking(RedisSentinelGroup::start).await.expect("sentinel group");
+    let hosts: Vec<String> = group.sentinel_addrs().iter().map(|(h, p)| format!("{h}:{p}")).collect();
+    let url = format!("redis+sentinel://{}/{}", hosts.join(","), group.master_name());
+    // The credentials are the master's; the sentinels are reached without any.
+    lock_user_is_enough(|user| user.url_on(&url), &group.data_urls()).await;
 }
 
 /// README's "Deploying" section shows the ACL line operators copy: the one the tests use.
