@@ -349,3 +349,62 @@ async fn replica_ack_shortfall_errors_or_warns_as_chosen() {
     assert!(guard.release().await.expect("released"));
     assert_eq!(server.cli(&["EXISTS", "lock:ack"]), "0");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn order_service_and_operations_run_on_a_cluster() {
+    init_tracing();
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start).await.expect("cluster");
+    let url = multi_host_url("redis+cluster", &cluster.urls(), "");
+    let dir = tempfile::TempDir::with_prefix("order-service-cluster-").expect("temp dir");
+    let replicas = examples::order_service::scenarios::connect_replicas(
+        &url,
+        &dir.path().join("inventory.db"),
+        3,
+        Duration::from_millis(5),
+    )
+    .expect("replicas connect");
+    let r = examples::order_service::scenarios::rush(
+        &replicas,
+        7,
+        5,
+        30,
+        examples::order_service::scenarios::Locking::Locked,
+    )
+    .await
+    .expect("rush");
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.sold(), 5, "exactly the stock is sold");
+    assert_eq!(r.final_row.stock, 0);
+    let mut fences: Vec<u64> = r.accepted.iter().filter_map(|receipt| receipt.fence).collect();
+    let sorted = {
+        let mut f = fences.clone();
+        f.sort_unstable();
+        f.dedup();
+        f
+    };
+    fences.sort_unstable();
+    assert_eq!(fences, sorted, "distinct fences");
+
+    // What operators and the scheduler's control use: every master scanned, one-slot
+    // pipelines through the lock connection, no pool.
+    let ops = client(&url, "pod-ops");
+    assert!(ops.pool().is_none(), "a cluster client has no single-node pool");
+    let keys = keys_on_every_master(&cluster, "lock:ops:");
+    let mut guards = Vec::new();
+    for key in &keys {
+        guards.push(ops.try_lock(key, LockOptions::new()).await.expect("locked"));
+    }
+    let listed = lock_core::inspect::list(&ops, "lock:ops:*", 100).await.expect("list");
+    let listed: Vec<&str> = listed.iter().map(|l| l.key.as_str()).collect();
+    let mut expected: Vec<&str> = keys.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(listed, expected, "locks on every master are listed");
+    let info = lock_core::inspect::read(&ops, &keys[0]).await.expect("read");
+    assert_eq!(info.holder.and_then(|h| h.alive), Some(true));
+    scheduler::pause(&ops, "cluster-job").await.expect("pause");
+    assert_eq!(scheduler::jobs(&ops).await.expect("jobs"), ["cluster-job"]);
+    assert!(scheduler::resume(&ops, "cluster-job").await.expect("resume"));
+    for guard in guards {
+        assert!(guard.release().await.expect("released"));
+    }
+}
