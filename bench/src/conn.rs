@@ -9,7 +9,8 @@ use lock_core::redis::{self, Cmd, Pipeline, RedisFuture, Value};
 
 /// Where the raw baseline connects.
 pub(crate) enum Server {
-    Node(redis::Client),
+    // Boxed: their sizes differ a lot, and with the `tls` feature the other way round.
+    Node(Box<redis::Client>),
     Cluster(Box<ClusterClient>),
 }
 
@@ -22,7 +23,7 @@ impl Server {
                     hosts.trim_end_matches('/').split(',').map(|h| format!("redis://{h}/")).collect();
                 Ok(Server::Cluster(Box::new(ClusterClient::new(nodes).context("invalid cluster node list")?)))
             }
-            None => Ok(Server::Node(redis::Client::open(url).context("invalid Redis URL")?)),
+            None => Ok(Server::Node(Box::new(redis::Client::open(url).context("invalid Redis URL")?))),
         }
     }
 
