@@ -4,7 +4,9 @@
 use std::sync::LazyLock;
 
 use anyhow::{Context, Result};
-use lock_core::redis::{self, Script, aio::MultiplexedConnection};
+use lock_core::redis::{self, Script};
+
+use crate::conn::RawConn;
 
 /// Lease of raw locks, as lock-core's default watchdog lease.
 pub(crate) const LEASE_MS: u64 = 30_000;
@@ -22,12 +24,7 @@ pub(crate) fn token(n: u64) -> String {
 }
 
 /// `SET key token NX PX lease`: true when taken.
-pub(crate) async fn acquire(
-    conn: &mut MultiplexedConnection,
-    key: &str,
-    token: &str,
-    lease_ms: u64,
-) -> Result<bool> {
+pub(crate) async fn acquire(conn: &mut RawConn, key: &str, token: &str, lease_ms: u64) -> Result<bool> {
     let reply: Option<String> = redis::cmd("SET")
         .arg(key)
         .arg(token)
@@ -41,7 +38,7 @@ pub(crate) async fn acquire(
 }
 
 /// EVALSHA compare-and-delete: true when the key held `token`.
-pub(crate) async fn release(conn: &mut MultiplexedConnection, key: &str, token: &str) -> Result<bool> {
+pub(crate) async fn release(conn: &mut RawConn, key: &str, token: &str) -> Result<bool> {
     let deleted: i64 = CAD
         .key(key)
         .arg(token)
@@ -71,12 +68,7 @@ fn lc_script(script: &'static LazyLock<Option<Script>>, name: &str) -> Result<&'
 }
 
 /// lock-core's acquire script, invoked as lock-core does without fencing (3 keys, 5 args): true when taken.
-pub(crate) async fn lc_acquire(
-    conn: &mut MultiplexedConnection,
-    key: &str,
-    token: &str,
-    lease_ms: u64,
-) -> Result<bool> {
+pub(crate) async fn lc_acquire(conn: &mut RawConn, key: &str, token: &str, lease_ms: u64) -> Result<bool> {
     let (status, _): (i64, i64) = lc_script(&LC_ACQUIRE, "ACQUIRE")?
         .key(key)
         .key(format!("{{{key}}}:waiters"))
@@ -93,7 +85,7 @@ pub(crate) async fn lc_acquire(
 }
 
 /// lock-core's release script, invoked as lock-core does: true when the key held `token`.
-pub(crate) async fn lc_release(conn: &mut MultiplexedConnection, key: &str, token: &str) -> Result<bool> {
+pub(crate) async fn lc_release(conn: &mut RawConn, key: &str, token: &str) -> Result<bool> {
     let owned: i64 = lc_script(&LC_RELEASE, "RELEASE")?
         .key(key)
         .arg(token)
@@ -116,12 +108,7 @@ static LEAN_RELEASE: LazyLock<Script> = LazyLock::new(|| {
 
 /// `SET key token NX PX lease GET` without Lua (Redis >= 7.0): the previous value, `None`
 /// when the key was free (taken now).
-pub(crate) async fn set_nx_get(
-    conn: &mut MultiplexedConnection,
-    key: &str,
-    token: &str,
-    lease_ms: u64,
-) -> Result<bool> {
+pub(crate) async fn set_nx_get(conn: &mut RawConn, key: &str, token: &str, lease_ms: u64) -> Result<bool> {
     let prev: Option<String> = redis::cmd("SET")
         .arg(key)
         .arg(token)
@@ -136,7 +123,7 @@ pub(crate) async fn set_nx_get(
 }
 
 /// The proposed lean release: true when the key held `token`.
-pub(crate) async fn lean_release(conn: &mut MultiplexedConnection, key: &str, token: &str) -> Result<bool> {
+pub(crate) async fn lean_release(conn: &mut RawConn, key: &str, token: &str) -> Result<bool> {
     let owned: i64 = LEAN_RELEASE
         .key(key)
         .arg(token)

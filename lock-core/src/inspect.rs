@@ -121,10 +121,11 @@ pub fn keys_of(key: &str) -> Result<LockKeys> {
 }
 
 /// A key that belongs to the lock machinery rather than naming a lock: auxiliary keys of a
-/// lock (`...:fence`, `...:tick`, `...:waiters`, `...:waiters:until`) and liveness keys.
+/// lock (`...:fence`, `...:tick`, `...:tick:by`, `...:waiters`, `...:waiters:until`) and liveness
+/// keys.
 pub fn is_auxiliary_key(key: &str) -> bool {
     key.starts_with(liveness::KEY_PREFIX)
-        || [":fence", ":tick", ":waiters", ":waiters:until"].iter().any(|s| key.ends_with(s))
+        || [":fence", ":tick", ":tick:by", ":waiters", ":waiters:until"].iter().any(|s| key.ends_with(s))
 }
 
 /// Parses an owner token as this crate writes it. `None` for a value this crate did not write
@@ -311,6 +312,7 @@ mod tests {
         assert_eq!(kept.instance.as_deref(), Some("pod-1"));
         assert!(parse_token("hello").is_none());
         assert!(is_auxiliary_key("{lock:a}:fence"));
+        assert!(is_auxiliary_key("{lock:a}:tick:by"));
         assert!(is_auxiliary_key("lock-client:pod-1:0123456789ab"));
         assert!(!is_auxiliary_key("lock:a"));
     }

@@ -179,11 +179,20 @@ async fn renew_batch(client: &Shared, batch: &[Arc<LockState>], node: Option<Nod
             if batch.is_empty() {
                 return true;
             }
-            (sent_at, result) = send_renewals(client, &batch, node).await;
+            (sent_at, result) = send_renewals(client, &batch, node.clone()).await;
         }
     }
     let replies = match result {
         Ok(replies) => replies,
+        // A pipeline to a cluster node failed (the node is gone, or the slot map names an
+        // address the cluster connection does not know, e.g. behind a NAT or a managed
+        // service's endpoints): each lock is renewed on its own, routed by its key, so a stale
+        // map never costs a lease.
+        Err(e) if node.is_some() => {
+            tracing::debug!(error = %e, locks = batch.len(), "pipelined renewal on a cluster node failed; renewing one by one");
+            let each = batch.iter().map(|state| renew_one(client, state));
+            return futures_util::future::join_all(each).await.into_iter().all(|ok| ok);
+        }
         Err(e) => {
             crate::telemetry::renewal_failure();
             tracing::warn!(error = %e, locks = batch.len(), instance = %client.instance, "lock renewal failed; retrying");
