@@ -266,6 +266,12 @@ async fn cluster_client_locks_waits_and_renews_across_nodes() {
     );
     assert!(cluster.cli_for_key(&key, &["GET", &key]).starts_with("pod-b:"));
     assert!(handed.release().await.expect("released"));
+    // Its last waiter gone, the client leaves the shard channel (SUNSUBSCRIBE).
+    let left = wait_until(Duration::from_secs(5), || {
+        cluster.cli_for_key(&key, &["PUBSUB", "SHARDCHANNELS", &format!("{prefix}*")]).is_empty()
+    })
+    .await;
+    assert!(left, "the shard channel of {key} was left");
 
     for (guard, key) in guards.into_iter().zip(keys.iter().filter(|k| **k != key)) {
         assert!(guard.release().await.expect("released"));
