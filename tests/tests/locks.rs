@@ -366,8 +366,15 @@ async fn waiters_of_one_client_take_turns_in_arrival_order() {
             order.lock().unwrap().push(i);
             guard.release().await.unwrap();
         }));
-        // Each waiter is queued before the next one starts.
-        assert!(wait_until(Duration::from_secs(2), || a.stats().waiters_on(&k("lock:fifo")) == i + 1).await);
+        // Each waiter is queued, in Redis too, before the next one starts (it registers
+        // locally before its first try is sent: the local count alone let two tries race).
+        let queued =
+            || server.cli(&["LLEN", &format!("{{{}}}:waiters", k("lock:fifo"))]).parse::<usize>().ok();
+        assert!(
+            wait_until(Duration::from_secs(2), || a.stats().waiters_on(&k("lock:fifo")) == i + 1
+                && queued() == Some(i + 1))
+            .await
+        );
     }
     first.release().await.unwrap();
     for t in tasks {
