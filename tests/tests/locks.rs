@@ -366,15 +366,12 @@ async fn waiters_of_one_client_take_turns_in_arrival_order() {
             order.lock().unwrap().push(i);
             guard.release().await.unwrap();
         }));
-        // Each waiter is queued, in Redis too, before the next one starts (it registers
-        // locally before its first try is sent: the local count alone let two tries race).
-        let queued =
-            || server.cli(&["LLEN", &format!("{{{}}}:waiters", k("lock:fifo"))]).parse::<usize>().ok();
+        // Each waiter is queued in Redis (where arrival order is decided) before the next starts.
+        let queue = format!("{{{}}}:waiters", k("lock:fifo"));
         assert!(
-            wait_until(Duration::from_secs(2), || a.stats().waiters_on(&k("lock:fifo")) == i + 1
-                && queued() == Some(i + 1))
-            .await
+            wait_until(Duration::from_secs(2), || server.cli(&["LLEN", &queue]) == (i + 1).to_string()).await
         );
+        assert_eq!(a.stats().waiters_on(&k("lock:fifo")), i + 1);
     }
     first.release().await.unwrap();
     for t in tasks {
