@@ -4,9 +4,9 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use lock_core::redis::aio::MultiplexedConnection;
 use lock_core::{LockClient, LockError, LockOptions};
 
+use crate::conn::RawConn;
 use crate::raw;
 use crate::report::{nanos, percentile};
 
@@ -101,7 +101,7 @@ impl Samples {
 #[derive(Clone)]
 pub(crate) struct Conns {
     pub(crate) client: LockClient,
-    pub(crate) conn: MultiplexedConnection,
+    pub(crate) conn: RawConn,
 }
 
 /// Runs `tasks` tasks, task `i` on key `<prefix>:<i>`, each looping for `duration`.

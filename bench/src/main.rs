@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p lockbench -- [--quick] [--explain] [--only s1,s2,s3,s4] [--json FILE]
+//! cargo run --release -p lockbench -- --cluster [--quick]   # S1 on a 3-master cluster
 //! ```
 //!
 //! Uses the Redis at `REDIS_URL` if set, else starts a private `redis-server` from `PATH` on a
@@ -37,6 +38,7 @@
 //! Variants: `raw`, `guard`, `scoped`, `annotated`, and the `--explain` ones: `raw+lc-acquire`,
 //! `raw+lc-release`, `raw+lc-scripts`, `raw+proposed`.
 
+mod conn;
 mod cycles;
 mod raw;
 mod report;
@@ -60,6 +62,10 @@ use crate::server::CmdStats;
 
 const USAGE: &str = "\
 usage: lockbench [--quick] [--explain] [--only s1,s2,s3,s4] [--json FILE] [--locks N] [--lease-ms MS]
+       lockbench --cluster [--quick] [--explain] [--json FILE]
+         --cluster: S1 only, against a 3-master cluster (with replicas) the fixture starts, or
+         the cluster REDIS_URL=redis+cluster://h1:p1,h2:p2 names; raw baseline through a
+         redis-rs cluster connection
        lockbench --callgrind VARIANT --iters N
          VARIANT: raw guard scoped annotated raw+lc-acquire raw+lc-release raw+lc-scripts raw+proposed
 
@@ -75,6 +81,7 @@ struct Args {
     lease: Duration,
     callgrind: Option<Variant>,
     iters: u64,
+    cluster: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -87,14 +94,18 @@ fn parse_args() -> Result<Args> {
         lease: Duration::from_secs(3),
         callgrind: None,
         iters: 2000,
+        cluster: false,
     };
+    let mut only_given = false;
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value\n{USAGE}"));
         match arg.as_str() {
             "--quick" => args.quick = true,
             "--explain" => args.explain = true,
+            "--cluster" => args.cluster = true,
             "--only" => {
+                only_given = true;
                 args.only = value("--only")?.split(',').map(|s| s.trim().to_lowercase()).collect();
                 if let Some(bad) = args.only.iter().find(|s| !["s1", "s2", "s3", "s4"].contains(&s.as_str()))
                 {
@@ -120,6 +131,15 @@ fn parse_args() -> Result<Args> {
             other => bail!("unknown argument `{other}`\n{USAGE}"),
         }
     }
+    if args.cluster {
+        if only_given && args.only.iter().any(|s| s != "s1") {
+            bail!("--cluster runs S1 (uncontended) only\n{USAGE}");
+        }
+        if args.callgrind.is_some() {
+            bail!("--cluster does not combine with --callgrind\n{USAGE}");
+        }
+        args.only = vec!["s1".into()];
+    }
     if args.locks == 0 || args.lease < Duration::from_millis(300) {
         bail!("--locks must be > 0 and --lease-ms >= 300");
     }
@@ -130,8 +150,9 @@ fn parse_args() -> Result<Args> {
 pub(crate) struct Bench {
     url: String,
     prefix: String,
-    redis: redis::Client,
-    admin: MultiplexedConnection,
+    redis: conn::Server,
+    /// The node, or every master of a cluster (their counters are added up).
+    admin: Vec<MultiplexedConnection>,
     quick: bool,
     /// Add S1 rows that split lock-core's cost into server-side and client-side parts.
     explain: bool,
@@ -139,8 +160,8 @@ pub(crate) struct Bench {
 
 impl Bench {
     async fn new(url: String, quick: bool, explain: bool) -> Result<Self> {
-        let redis = redis::Client::open(url.as_str()).context("invalid Redis URL")?;
-        let admin = redis.get_multiplexed_async_connection().await.context("connecting to Redis")?;
+        let redis = conn::Server::open(&url)?;
+        let admin = conn::admin_connections(&redis, &url).await?;
         let prefix = format!("lockbench:{}", std::process::id());
         Ok(Bench { url, prefix, redis, admin, quick, explain })
     }
@@ -150,9 +171,9 @@ impl Bench {
         format!("{}:{suffix}", self.prefix)
     }
 
-    /// A new multiplexed connection.
-    pub(crate) async fn conn(&self) -> Result<MultiplexedConnection> {
-        self.redis.get_multiplexed_async_connection().await.context("connecting to Redis")
+    /// A new raw connection (multiplexed, or a cluster connection).
+    pub(crate) async fn conn(&self) -> Result<conn::RawConn> {
+        self.redis.connect().await
     }
 
     pub(crate) fn client_builder(&self, instance: &str) -> LockClientBuilder {
@@ -189,13 +210,17 @@ impl Bench {
 
     /// The server's command counters now.
     pub(crate) async fn stats(&self) -> Result<CmdStats> {
-        CmdStats::read(&mut self.admin.clone()).await
+        let mut all = Vec::with_capacity(self.admin.len());
+        for conn in &self.admin {
+            all.push(CmdStats::read(&mut conn.clone()).await?);
+        }
+        Ok(CmdStats::sum(all))
     }
 
     async fn server_info(&self) -> Result<String> {
         let info: String = redis::cmd("INFO")
             .arg("server")
-            .query_async(&mut self.admin.clone())
+            .query_async(&mut self.admin.first().context("no Redis master found")?.clone())
             .await
             .context("INFO server")?;
         let field = |name: &str| {
@@ -209,9 +234,28 @@ fn main() -> Result<()> {
     let args = parse_args()?;
     // REDIS_URL, else a private redis-server from PATH (no container fallback: the bench
     // measures a local server). Stopped when `redis` is dropped.
-    let redis = redis_fixture::Redis::start_quiet()?;
-    let url = redis.url().to_owned();
-    let private = redis.source() != &redis_fixture::RedisSource::Env;
+    let env_url = std::env::var("REDIS_URL").ok().filter(|u| !u.trim().is_empty());
+    let (redis, cluster, url, private) = if args.cluster {
+        match env_url {
+            Some(url) if url.starts_with("redis+cluster://") => (None, None, url, false),
+            Some(_) => bail!("--cluster needs REDIS_URL unset or a redis+cluster:// URL"),
+            None => {
+                let cluster = redis_fixture::RedisCluster::try_start().context("starting a cluster")?;
+                let hosts: Vec<String> = cluster
+                    .urls()
+                    .iter()
+                    .map(|u| u.trim_start_matches("redis://").trim_end_matches('/').to_owned())
+                    .collect();
+                let url = format!("redis+cluster://{}", hosts.join(","));
+                (None, Some(cluster), url, true)
+            }
+        }
+    } else {
+        let redis = redis_fixture::Redis::start_quiet()?;
+        let url = redis.url().to_owned();
+        let private = redis.source() != &redis_fixture::RedisSource::Env;
+        (Some(redis), None, url, private)
+    };
     let result = if let Some(variant) = args.callgrind {
         // One thread, so instruction counts do not depend on scheduling.
         tokio::runtime::Builder::new_current_thread()
@@ -235,6 +279,7 @@ fn main() -> Result<()> {
         result
     };
     drop(redis);
+    drop(cluster);
     result
 }
 
@@ -284,7 +329,12 @@ async fn bench(url: String, args: &Args, private: bool) -> Result<()> {
     let env = format!(
         "{}, {}, {cores} cores, mode {}",
         b.server_info().await?,
-        if private { "private redis-server on loopback" } else { "REDIS_URL" },
+        match (private, b.admin.len() > 1) {
+            (true, true) => "private 3-master cluster (1 replica each) on loopback",
+            (true, false) => "private redis-server on loopback",
+            (false, true) => "REDIS_URL cluster",
+            (false, false) => "REDIS_URL",
+        },
         if args.quick { "--quick" } else { "default" }
     );
     eprintln!("lockbench: {env}");

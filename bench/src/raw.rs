@@ -4,7 +4,9 @@
 use std::sync::LazyLock;
 
 use anyhow::{Context, Result};
-use lock_core::redis::{self, Script, aio::MultiplexedConnection};
+use lock_core::redis::{self, Script};
+
+use crate::conn::RawConn;
 
 /// Lease of raw locks, as lock-core's default watchdog lease.
 pub(crate) const LEASE_MS: u64 = 30_000;
@@ -22,12 +24,7 @@ pub(crate) fn token(n: u64) -> String {
 }
 
 /// `SET key token NX PX lease`: true when taken.
-pub(crate) async fn acquire(
-    conn: &mut MultiplexedConnection,
-    key: &str,
-    token: &str,
-    lease_ms: u64,
-) -> Result<bool> {
+pub(crate) async fn acquire(conn: &mut RawConn, key: &str, token: &str, lease_ms: u64) -> Result<bool> {
     let reply: Option<String> = redis::cmd("SET")
         .arg(key)
         .arg(token)
@@ -41,7 +38,7 @@ pub(crate) async fn acquire(
 }
 
 /// EVALSHA compare-and-delete: true when the key held `token`.
-pub(crate) async fn release(conn: &mut MultiplexedConnection, key: &str, token: &str) -> Result<bool> {
+pub(crate) async fn release(conn: &mut RawConn, key: &str, token: &str) -> Result<bool> {
     let deleted: i64 = CAD
         .key(key)
         .arg(token)
@@ -75,13 +72,9 @@ fn aux(key: &str, suffix: &str) -> String {
     format!("{{{key}}}:{suffix}")
 }
 
-/// lock-core's acquire script, invoked as lock-core does without fencing (3 keys, 6 args): true when taken.
-pub(crate) async fn lc_acquire(
-    conn: &mut MultiplexedConnection,
-    key: &str,
-    token: &str,
-    lease_ms: u64,
-) -> Result<bool> {
+/// lock-core's acquire script, invoked as lock-core does without fencing on one node (3 keys,
+/// 7 args): true when taken.
+pub(crate) async fn lc_acquire(conn: &mut RawConn, key: &str, token: &str, lease_ms: u64) -> Result<bool> {
     let (status, _): (i64, i64) = lc_script(&LC_ACQUIRE, "ACQUIRE")?
         .key(key)
         .key(aux(key, "waiters"))
@@ -92,15 +85,16 @@ pub(crate) async fn lc_acquire(
         .arg("")
         .arg(0)
         .arg(1000)
+        .arg("PUBLISH")
         .invoke_async(conn)
         .await
         .with_context(|| format!("lock-core acquire script on `{key}`"))?;
     Ok(status == 1)
 }
 
-/// lock-core's release script, invoked as lock-core does (1 key, 1 arg): true when the key
-/// held `token`.
-pub(crate) async fn lc_release(conn: &mut MultiplexedConnection, key: &str, token: &str) -> Result<bool> {
+/// lock-core's release script, invoked as lock-core does on one node (1 key, 1 arg): true when
+/// the key held `token`.
+pub(crate) async fn lc_release(conn: &mut RawConn, key: &str, token: &str) -> Result<bool> {
     let owned: i64 = lc_script(&LC_RELEASE, "RELEASE")?
         .key(key)
         .arg(token)
@@ -122,12 +116,7 @@ static LEAN_RELEASE: LazyLock<Script> = LazyLock::new(|| {
 
 /// `SET key token NX PX lease GET` without Lua (Redis >= 7.0): the previous value, `None`
 /// when the key was free (taken now).
-pub(crate) async fn set_nx_get(
-    conn: &mut MultiplexedConnection,
-    key: &str,
-    token: &str,
-    lease_ms: u64,
-) -> Result<bool> {
+pub(crate) async fn set_nx_get(conn: &mut RawConn, key: &str, token: &str, lease_ms: u64) -> Result<bool> {
     let prev: Option<String> = redis::cmd("SET")
         .arg(key)
         .arg(token)
@@ -142,7 +131,7 @@ pub(crate) async fn set_nx_get(
 }
 
 /// The proposed lean release: true when the key held `token`.
-pub(crate) async fn lean_release(conn: &mut MultiplexedConnection, key: &str, token: &str) -> Result<bool> {
+pub(crate) async fn lean_release(conn: &mut RawConn, key: &str, token: &str) -> Result<bool> {
     let owned: i64 = LEAN_RELEASE
         .key(key)
         .arg(token)

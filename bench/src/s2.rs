@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use lock_core::redis::aio::MultiplexedConnection;
 use lock_core::{LockClient, LockOptions};
 
 use crate::Bench;
@@ -207,7 +206,7 @@ async fn lock_task(
 
 async fn spin_task(
     me: usize,
-    mut conn: MultiplexedConnection,
+    mut conn: crate::conn::RawConn,
     key: String,
     stop: Instant,
     shared: Arc<Shared>,

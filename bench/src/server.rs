@@ -107,6 +107,21 @@ impl CmdStats {
         Ok(CmdStats { commands: stats, server_cpu_us: (server_cpu * 1e6) as u64, client_cpu_us })
     }
 
+    /// The counters of several servers (a cluster's masters), added up.
+    pub(crate) fn sum(all: Vec<CmdStats>) -> CmdStats {
+        let mut total = CmdStats::default();
+        for stats in all {
+            total.server_cpu_us += stats.server_cpu_us;
+            total.client_cpu_us = stats.client_cpu_us;
+            for (name, (calls, usec)) in stats.commands {
+                let entry = total.commands.entry(name).or_default();
+                entry.0 += calls;
+                entry.1 += usec;
+            }
+        }
+        total
+    }
+
     pub(crate) fn since(&self, before: &CmdStats) -> CmdDelta {
         let mut delta = CmdDelta {
             server_cpu_us: self.server_cpu_us.saturating_sub(before.server_cpu_us),

@@ -63,6 +63,7 @@ const LAST_GENERATED_TTL_S: u64 = 2 * 24 * 60 * 60;
 const USAGE: &str = "\
 usage: daily_report [--replicas N] [--cron EXPR] [--ticks N] [--time-zone TZ]
        REDIS_URL=redis://HOST:PORT/ daily_report --instance NAME [--cron EXPR] [--ticks N] [--time-zone TZ]
+       (REDIS_URL may also be redis+sentinel://H1:P1,H2:P2/MASTER or redis+cluster://H1:P1,H2:P2)
 
   --replicas N     replica processes to start (default 3)
   --cron EXPR      6-field cron with seconds (demo default \"*/2 * * * * *\";
@@ -174,21 +175,18 @@ async fn generate_daily_report(ctx: &RunContext, store: &LockClient) -> anyhow::
     let pod = ctx.instance();
     println!("[{pod}] {STARTING} (tick {})", tick_label(ctx.local_slot()));
     tokio::time::sleep(REPORT_WORK).await;
-    let mut conn = store.pool().get().await?;
-    redis::cmd("SET")
-        .arg(LAST_GENERATED)
-        .arg(ctx.tick())
-        .arg("EX")
-        .arg(LAST_GENERATED_TTL_S)
-        .query_async::<()>(&mut conn)
-        .await?;
+    // Through the lock client's connection: works on one node, Sentinel and Cluster alike.
+    let mut set = redis::pipe();
+    set.cmd("SET").arg(LAST_GENERATED).arg(ctx.tick()).arg("EX").arg(LAST_GENERATED_TTL_S).ignore();
+    store.query_pipeline::<()>(&set).await?;
     Ok(Some(()))
 }
 
 /// Whether the report of `tick` (epoch ms) has been stored.
 async fn report_generated(store: &LockClient, tick: i64) -> anyhow::Result<bool> {
-    let mut conn = store.pool().get().await?;
-    let last: Option<i64> = redis::cmd("GET").arg(LAST_GENERATED).query_async(&mut conn).await?;
+    let mut get = redis::pipe();
+    get.cmd("GET").arg(LAST_GENERATED);
+    let (last,): (Option<i64>,) = store.query_pipeline(&get).await?;
     Ok(last.is_some_and(|last| last >= tick))
 }
 
@@ -276,10 +274,13 @@ fn shared_redis() -> anyhow::Result<Redis> {
 /// Fails with a message naming the Redis (its password hidden) and the error if it does not
 /// answer a PING: otherwise every run would fail, one log line at a time.
 async fn ensure_reachable(server: &Redis) -> anyhow::Result<()> {
+    // A lock client, so that any REDIS_URL form works (one node, redis+sentinel://,
+    // redis+cluster://).
     let ping = async {
-        let client = redis::Client::open(server.url())?;
-        let mut conn = client.get_multiplexed_async_connection().await?;
-        redis::cmd("PING").query_async::<String>(&mut conn).await
+        let client = LockClient::builder().url(server.url()).build()?;
+        let mut ping = redis::pipe();
+        ping.cmd("PING");
+        client.query_pipeline::<(String,)>(&ping).await
     };
     let problem = match tokio::time::timeout(REDIS_CHECK_TIMEOUT, ping).await {
         Ok(Ok(_)) => return Ok(()),

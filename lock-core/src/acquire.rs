@@ -20,6 +20,7 @@ use crate::keys;
 use crate::liveness::{Identity, Liveness};
 use crate::options::{ClientConfig, Lease, LockOptions, drift, millis};
 use crate::release::Releaser;
+use crate::replica_ack::AckShortfall;
 use crate::scope;
 use crate::scripts::{ACQUIRE, EXTEND};
 use crate::state::{LockState, NewState};
@@ -96,7 +97,13 @@ impl Core {
         let instance = config.instance_id.clone();
         let liveness = Liveness::new(conn.clone(), instance.clone(), config.liveness_ttl);
         let watchdog = Arc::new(Watchdog::new(conn.clone(), instance.clone(), config.watchdog_lease));
-        let releaser = Arc::new(Releaser::new(conn.clone(), watchdog.clone(), instance, config.handoff));
+        let releaser = Arc::new(Releaser::new(
+            conn.clone(),
+            watchdog.clone(),
+            instance,
+            config.handoff,
+            config.replica_ack,
+        ));
         Core { config, conn, liveness, watchdog, waiters, releaser, next_lock_id: AtomicU64::new(0) }
     }
 
@@ -146,7 +153,16 @@ impl Core {
             fence = tracing::field::Empty,
         );
         let started = Instant::now();
-        let attempt = self.acquire(key, options, tick).instrument(span).await;
+        let attempt = async {
+            match self.acquire(key, options, tick).await {
+                Ok(Attempt::Acquired(guard)) if self.config.replica_ack.is_some() => {
+                    self.acknowledged(key, guard).await.map(Attempt::Acquired)
+                }
+                attempt => attempt,
+            }
+        }
+        .instrument(span)
+        .await;
         let outcome = match &attempt {
             Ok(Attempt::Acquired(_)) => Acquisition::Acquired,
             Ok(Attempt::Held(_) | Attempt::TickDone(_)) => Acquisition::Held,
@@ -155,6 +171,45 @@ impl Core {
         };
         telemetry::acquisition(key, outcome, started.elapsed());
         attempt
+    }
+
+    /// With replica acknowledgement on: `WAIT`s for the replicas after an acquisition, and
+    /// on a shortfall releases the lock and fails, or warns and keeps it (`ReplicaAck`).
+    async fn acknowledged(&self, key: &str, guard: LockGuard) -> Result<LockGuard> {
+        let Some(ack) = self.config.replica_ack else { return Ok(guard) };
+        let (got, error) = match self.conn.wait_replicas(key, ack.replicas, ack.timeout).await {
+            Ok(got) => (got, None),
+            Err(e) => (0, Some(e)),
+        };
+        if got >= ack.replicas {
+            tracing::trace!(replicas = got, "replicas acknowledged the lock");
+            return Ok(guard);
+        }
+        match ack.on_shortfall {
+            AckShortfall::Warn => {
+                tracing::warn!(
+                    wanted = ack.replicas,
+                    got,
+                    error = error.as_ref().map(tracing::field::display),
+                    "fewer replicas than wanted acknowledged the lock; keeping it (a failover now could lose it)"
+                );
+                Ok(guard)
+            }
+            _ => {
+                tracing::warn!(
+                    wanted = ack.replicas,
+                    got,
+                    "fewer replicas than wanted acknowledged the lock; releasing it"
+                );
+                if let Err(e) = guard.release().await {
+                    tracing::debug!(error = %e, "release after a replica shortfall failed; the lock expires with its lease");
+                }
+                Err(match error {
+                    Some(e) => e,
+                    None => LockError::ReplicaAck { key: key.to_owned(), wanted: ack.replicas, got },
+                })
+            }
+        }
     }
 
     /// [`lock_for`](Self::lock_for) past the re-entrancy check, inside the acquire span.
@@ -304,7 +359,8 @@ impl Core {
             .arg(if options.fencing { "1" } else { "0" })
             .arg(tick.map(|t| t.to_string()).unwrap_or_default())
             .arg(ticket.map_or(Ok(0), |d| millis(d, "waiter ticket"))?)
-            .arg(millis(self.config.handoff, "hand-off")?);
+            .arg(millis(self.config.handoff, "hand-off")?)
+            .arg(self.conn.publish_command());
         let sent_at = Instant::now();
         let cleanup = CleanupOnDrop::new(&self.releaser, key, token, sent_at, lease, sent);
         let reply: Vec<Value> =

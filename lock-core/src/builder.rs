@@ -3,13 +3,15 @@
 use std::fmt;
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, AsyncConnectionConfig, RedisError};
-use deadpool_redis::{Manager, Pool, Runtime};
+use deadpool_redis::Pool;
 
 use crate::acquire::Core;
 use crate::conn::Conn;
+use crate::deploy::Target;
+use crate::deploy::url::{self, Spec};
 use crate::error::{LockError, Result};
 use crate::options::{ClientConfig, validate_lease};
+use crate::replica_ack::ReplicaAck;
 use crate::waiters::Waiters;
 
 /// Watchdog lease when none is configured (Redisson's number); renewed every third of it.
@@ -38,11 +40,19 @@ const MAX_WAIT_BACKOFF_LIMIT: Duration = Duration::from_secs(60);
 /// Builds a [`LockClient`](crate::LockClient); start from
 /// [`LockClient::builder`](crate::LockClient::builder).
 ///
-/// Its `Debug` output never shows the URL's password.
+/// Name the deployment with exactly one of [`url`](Self::url) (any of the URL forms below),
+/// [`sentinel`](Self::sentinel) or [`cluster`](Self::cluster).
+///
+/// Its `Debug` output never shows passwords (URLs are shown with `***` for their credentials).
 #[derive(Clone)]
 #[must_use]
 pub struct LockClientBuilder {
     url: Option<String>,
+    sentinel: Option<(Vec<String>, String)>,
+    cluster: Option<Vec<String>>,
+    credentials: Option<(String, String)>,
+    tls_root_ca: Option<Vec<u8>>,
+    replica_ack: Option<ReplicaAck>,
     pool: Option<Pool>,
     instance_id: Option<String>,
     watchdog_lease: Duration,
@@ -55,6 +65,11 @@ impl Default for LockClientBuilder {
     fn default() -> Self {
         LockClientBuilder {
             url: None,
+            sentinel: None,
+            cluster: None,
+            credentials: None,
+            tls_root_ca: None,
+            replica_ack: None,
             pool: None,
             instance_id: None,
             watchdog_lease: DEFAULT_WATCHDOG_LEASE,
@@ -66,15 +81,136 @@ impl Default for LockClientBuilder {
 }
 
 impl LockClientBuilder {
-    /// The Redis URL: `redis://[[user]:password@]host[:port][/db]`, or `rediss://` for TLS
-    /// (needs the crate's `tls` feature).
+    /// Where Redis is, as a URL (what `REDIS_URL` holds for [`LockClient::from_env`](crate::LockClient::from_env)):
+    ///
+    /// - one node: `redis://[[user]:password@]host[:port][/db]`, `rediss://...` for TLS
+    ///   (needs the crate's `tls` feature);
+    /// - a master behind Sentinel:
+    ///   `redis+sentinel://[[user]:password@]host1[:port1][,host2[:port2]...]/master_name[/db]`
+    ///   (sentinel port 26379 by default; the credentials are the master's, the sentinels are
+    ///   reached without any; `rediss+sentinel://` for TLS to the sentinels and the master);
+    /// - a Redis Cluster: `redis+cluster://[[user]:password@]host1[:port1][,host2[:port2]...]`
+    ///   (port 6379 by default; any of its nodes will do; `rediss+cluster://` for TLS).
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), lock_core::LockError> {
+    /// use lock_core::LockClient;
+    ///
+    /// let single = LockClient::builder().url("redis://:secret@10.0.0.5:6379/0").build()?;
+    /// let sentinel = LockClient::builder()
+    ///     .url("redis+sentinel://:secret@10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379/mymaster")
+    ///     .build()?;
+    /// let cluster = LockClient::builder()
+    ///     .url("redis+cluster://locks:secret@10.0.1.1:6379,10.0.1.2:6379,10.0.1.3:6379")
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.url = Some(url.into());
         self
     }
 
-    /// Run lock commands through this existing pool. The URL is still needed: deadpool-redis
-    /// does not expose a pool's address, and waiting uses a dedicated pub/sub connection.
+    /// A master behind Redis Sentinel: the sentinels' addresses (`redis://host:26379`, or
+    /// `rediss://` for TLS, which then also applies to the master) and the master's name (as in
+    /// `sentinel monitor <name> ...`). The client asks the sentinels for the master, checks that
+    /// it is one, and asks again after a connection failure or a `READONLY` reply, so it follows
+    /// a failover without being rebuilt. The master's credentials go in
+    /// [`credentials`](Self::credentials); a sentinel URL's own credentials are the sentinels'.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), lock_core::LockError> {
+    /// use lock_core::LockClient;
+    ///
+    /// let client = LockClient::builder()
+    ///     .sentinel(["redis://10.0.0.1:26379", "redis://10.0.0.2:26379", "redis://10.0.0.3:26379"], "mymaster")
+    ///     .credentials("locks", "secret")
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn sentinel<S: Into<String>>(
+        mut self,
+        sentinels: impl IntoIterator<Item = S>,
+        master_name: impl Into<String>,
+    ) -> Self {
+        self.sentinel = Some((sentinels.into_iter().map(Into::into).collect(), master_name.into()));
+        self
+    }
+
+    /// A Redis Cluster, reached through some of its nodes (`redis://host:port`, or `rediss://`
+    /// for TLS); the client learns the others from them and follows `MOVED`/`ASK` redirections
+    /// and resharding. Every lock's keys share one slot (hash tags), waiting uses sharded
+    /// pub/sub (`SSUBSCRIBE`, Redis 7+), and renewals are pipelined per node.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), lock_core::LockError> {
+    /// use lock_core::LockClient;
+    ///
+    /// let client = LockClient::builder()
+    ///     .cluster(["redis://10.0.1.1:6379", "redis://10.0.1.2:6379", "redis://10.0.1.3:6379"])
+    ///     .credentials("locks", "secret")
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn cluster<S: Into<String>>(mut self, nodes: impl IntoIterator<Item = S>) -> Self {
+        self.cluster = Some(nodes.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The ACL user and password for the Redis nodes (the Sentinel master, the cluster's
+    /// nodes, or the single node), instead of credentials in the URL. Use `"default"` as the
+    /// user for a plain `requirepass` server. A refused password fails with
+    /// [`LockError::Auth`]. Never shown by `Debug`.
+    pub fn credentials(mut self, username: impl Into<String>, password: impl Into<String>) -> Self {
+        self.credentials = Some((username.into(), password.into()));
+        self
+    }
+
+    /// Trust this CA certificate (PEM) for `rediss://` connections, e.g. a private CA the
+    /// servers' certificates are issued from, instead of the system's trust store. Needs the
+    /// crate's `tls` feature.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ca = std::fs::read("/etc/redis/tls/ca.crt")?;
+    /// let client = lock_core::LockClient::builder()
+    ///     .url("rediss://locks:secret@redis.internal:6380/")
+    ///     .tls_root_ca(ca)
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn tls_root_ca(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root_ca = Some(pem.into());
+        self
+    }
+
+    /// Opt in to replica acknowledgement: after each acquisition, `WAIT replicas timeout` on
+    /// the connection that wrote the lock (in a cluster, on the master of the key's slot).
+    /// When fewer replicas acknowledge, [`ReplicaAck::on_shortfall`] decides: release and fail
+    /// with [`LockError::ReplicaAck`] (the default), or keep the lock and log a warning.
+    ///
+    /// This narrows the window in which a failover loses a fresh lock; it does not close it
+    /// (replication stays asynchronous; it is not consensus). Fencing tokens are the answer for
+    /// correctness. Off by default, and then the uncontended acquisition stays one command.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), lock_core::LockError> {
+    /// use std::time::Duration;
+    /// use lock_core::{AckShortfall, LockClient, ReplicaAck};
+    ///
+    /// let client = LockClient::builder()
+    ///     .url("redis+sentinel://10.0.0.1:26379,10.0.0.2:26379/mymaster")
+    ///     .replica_ack(ReplicaAck::new(1, Duration::from_millis(200)).on_shortfall(AckShortfall::Error))
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn replica_ack(mut self, ack: ReplicaAck) -> Self {
+        self.replica_ack = Some(ack);
+        self
+    }
+
+    /// Run lock commands through this existing pool (single node only). The URL is still
+    /// needed: deadpool-redis does not expose a pool's address, and waiting uses a dedicated
+    /// pub/sub connection.
     pub fn pool(mut self, pool: Pool) -> Self {
         self.pool = Some(pool);
         self
@@ -124,10 +260,6 @@ impl LockClientBuilder {
     /// Validates the configuration and wires the client's parts (see `LockClientBuilder::build`
     /// in `client.rs`).
     pub(crate) fn into_core(self) -> Result<Core> {
-        let url = self.url.ok_or_else(|| {
-            LockError::Config("a Redis URL is required (e.g. redis://127.0.0.1:6379/)".into())
-        })?;
-        let client = open_url(&url)?;
         validate_lease(self.watchdog_lease, "watchdog lease")?;
         if self.command_timeout.is_zero() {
             return Err(LockError::Config("the command timeout must be greater than zero".into()));
@@ -147,25 +279,51 @@ impl LockClientBuilder {
                 self.liveness_ttl, self.command_timeout
             )));
         }
+        if let Some(ack) = &self.replica_ack {
+            validate_replica_ack(ack, self.command_timeout)?;
+        }
         let instance_id = match self.instance_id {
             Some(id) => id,
             None => default_instance_id(),
         };
         validate_instance_id(&instance_id)?;
-        let connection_config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.command_timeout))
-            .set_response_timeout(Some(self.command_timeout));
-        let pool = match self.pool {
-            Some(pool) => pool,
-            None => {
-                let manager =
-                    Manager::new_with_config(url.as_str(), connection_config).map_err(|e| invalid_url(&e))?;
-                Pool::builder(manager)
-                    .max_size(DEFAULT_POOL_SIZE)
-                    .runtime(Runtime::Tokio1)
-                    .build()
-                    .map_err(|e| LockError::Config(format!("could not build the connection pool: {e}")))?
+        let spec = match (self.url, self.sentinel, self.cluster) {
+            (Some(url), None, None) => url::parse(&url)?,
+            (None, Some((sentinels, master)), None) => {
+                Spec::Sentinel { node: sentinel_node_url(&sentinels), sentinels, master }
             }
+            (None, None, Some(nodes)) => Spec::Cluster { nodes },
+            (None, None, None) => {
+                return Err(LockError::Config(
+                    "no Redis given: call url(\"redis://127.0.0.1:6379/\"), sentinel([...], \"mymaster\") \
+                     or cluster([...]) on the builder (or set REDIS_URL for LockClient::from_env)"
+                        .into(),
+                ));
+            }
+            _ => {
+                return Err(LockError::Config(
+                    "more than one Redis deployment given: use only one of url(...), sentinel(...) and \
+                     cluster(...)"
+                        .into(),
+                ));
+            }
+        };
+        check_tls(&spec, self.tls_root_ca.is_some())?;
+        if self.pool.is_some() && !matches!(spec, Spec::Single(_)) {
+            return Err(LockError::Config(
+                "pool(...) is for a single node only; a Sentinel or cluster client opens its own \
+                 connections (drop the pool, or use a redis:// URL)"
+                    .into(),
+            ));
+        }
+        let (credentials, ca, timeout) =
+            (self.credentials.as_ref(), self.tls_root_ca.as_deref(), self.command_timeout);
+        let target = match &spec {
+            Spec::Single(url) => Target::single(url, self.pool, credentials, ca, DEFAULT_POOL_SIZE, timeout)?,
+            Spec::Sentinel { sentinels, master, node } => {
+                Target::sentinel(sentinels, master, node, credentials, ca, timeout)?
+            }
+            Spec::Cluster { nodes } => Target::cluster(nodes, credentials, ca, timeout)?,
         };
         let config = ClientConfig {
             instance_id,
@@ -173,36 +331,61 @@ impl LockClientBuilder {
             liveness_ttl: self.liveness_ttl,
             handoff: self.command_timeout.max(MIN_HANDOFF),
             backoff: self.backoff,
+            replica_ack: self.replica_ack,
         };
-        let conn = std::sync::Arc::new(Conn::new(pool, self.command_timeout));
-        let waiters = Waiters::new(client, self.command_timeout);
+        let conn = std::sync::Arc::new(Conn::new(target, self.command_timeout));
+        let waiters = Waiters::new(conn.clone(), self.command_timeout);
         Ok(Core::new(config, conn, waiters))
     }
 }
 
-fn open_url(url: &str) -> Result<redis::Client> {
-    if url.trim().is_empty() {
-        return Err(LockError::Config("the Redis URL is empty (e.g. redis://127.0.0.1:6379/)".into()));
+/// The settings URL of a Sentinel master named by the builder: TLS when the sentinels use it.
+fn sentinel_node_url(sentinels: &[String]) -> String {
+    let tls = sentinels.iter().any(|s| s.trim_start().starts_with("rediss://"));
+    format!("{}://sentinel-master/0", if tls { "rediss" } else { "redis" })
+}
+
+fn validate_replica_ack(ack: &ReplicaAck, command_timeout: Duration) -> Result<()> {
+    if ack.replicas == 0 {
+        return Err(LockError::Config(
+            "replica_ack needs at least 1 replica (leave it unset to not wait for replicas)".into(),
+        ));
     }
-    if url.starts_with("rediss://") && !cfg!(feature = "tls") {
+    if ack.timeout.is_zero() || ack.timeout >= command_timeout {
+        return Err(LockError::Config(format!(
+            "the replica_ack timeout ({:?}) must be greater than zero and shorter than the command \
+             timeout ({command_timeout:?}): lower it, or raise command_timeout(...)",
+            ack.timeout
+        )));
+    }
+    Ok(())
+}
+
+/// TLS needs the `tls` feature; a root CA needs TLS somewhere.
+fn check_tls(spec: &Spec, root_ca: bool) -> Result<()> {
+    let uses_tls = match spec {
+        Spec::Single(url) => url.starts_with("rediss://") || url.starts_with("valkeys://"),
+        Spec::Sentinel { sentinels, node, .. } => {
+            node.starts_with("rediss://") || sentinels.iter().any(|s| s.trim_start().starts_with("rediss://"))
+        }
+        Spec::Cluster { nodes } => nodes.iter().any(|n| n.trim_start().starts_with("rediss://")),
+    };
+    if uses_tls && !cfg!(feature = "tls") {
         return Err(LockError::Config(
             "rediss:// (TLS) needs lock-core's `tls` feature; enable it or use redis://".into(),
         ));
     }
+    if root_ca && !uses_tls {
+        return Err(LockError::Config(
+            "tls_root_ca(...) is set but no address uses TLS: use rediss:// addresses".into(),
+        ));
+    }
     #[cfg(feature = "tls")]
-    if url.starts_with("rediss://") && rustls::crypto::CryptoProvider::get_default().is_none() {
+    if uses_tls && rustls::crypto::CryptoProvider::get_default().is_none() {
         // rustls needs a process-wide provider; an application that chose one keeps it.
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
-    redis::Client::open(url).map_err(|e| invalid_url(&e))
-}
-
-// The URL itself is not echoed: it may carry a password.
-fn invalid_url(e: &RedisError) -> LockError {
-    LockError::Config(format!(
-        "invalid Redis URL ({e}); expected redis://[[user]:password@]host[:port][/db] \
-         or rediss://... for TLS"
-    ))
+    Ok(())
 }
 
 fn default_instance_id() -> String {
@@ -229,8 +412,17 @@ fn validate_instance_id(id: &str) -> Result<()> {
 
 impl fmt::Debug for LockClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let urls = |urls: &[String]| urls.iter().map(|u| redacted(u)).collect::<Vec<_>>();
         f.debug_struct("LockClientBuilder")
             .field("url", &self.url.as_deref().map(redacted))
+            .field("sentinel", &self.sentinel.as_ref().map(|(s, master)| (urls(s), master)))
+            .field("cluster", &self.cluster.as_deref().map(urls))
+            .field("credentials", &self.credentials.as_ref().map(|(user, _)| format!("{user}:***")))
+            .field(
+                "tls_root_ca",
+                &self.tls_root_ca.as_ref().map(|pem| format!("<{} bytes of PEM>", pem.len())),
+            )
+            .field("replica_ack", &self.replica_ack)
             .field("pool", &self.pool.as_ref().map(|_| "<pool>"))
             .field("instance_id", &self.instance_id)
             .field("watchdog_lease", &self.watchdog_lease)

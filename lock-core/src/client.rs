@@ -8,6 +8,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use deadpool_redis::Pool;
+use deadpool_redis::redis;
 
 use crate::acquire::{Attempt, Core};
 use crate::builder::LockClientBuilder;
@@ -90,7 +91,9 @@ impl LockClient {
         Self::builder().url(url).build()
     }
 
-    /// A client for the Redis named by the `REDIS_URL` environment variable.
+    /// A client for the Redis named by the `REDIS_URL` environment variable, in any of the forms
+    /// of [`LockClientBuilder::url`]: `redis://`/`rediss://` (one node), `redis+sentinel://`
+    /// (Sentinel) or `redis+cluster://` (Cluster).
     pub fn from_env() -> Result<Self> {
         let url = std::env::var("REDIS_URL").map_err(|_| {
             LockError::Config("REDIS_URL is not set (e.g. REDIS_URL=redis://127.0.0.1:6379/)".into())
@@ -121,9 +124,45 @@ impl LockClient {
         &self.core.config.instance_id
     }
 
-    /// The connection pool, for the application's own Redis commands.
-    pub fn pool(&self) -> &Pool {
+    /// The connection pool of a single-node client, for the application's own Redis commands;
+    /// `None` for a Sentinel or cluster client, which has no pool (open your own
+    /// `redis::Client`, `redis::sentinel::SentinelClient` or `redis::cluster::ClusterClient`
+    /// from the same addresses).
+    pub fn pool(&self) -> Option<&Pool> {
         self.core.conn.pool()
+    }
+
+    /// Runs `pipe` (or a single command in a pipeline) on the lock commands' connection, on any
+    /// deployment: the way for an application or tool to reach the same Redis without its own
+    /// client. In a cluster every command's keys must be in one slot (use a hash tag).
+    ///
+    /// Only short commands: the connection is shared with every lock of this client, so a
+    /// blocking command (`BLPOP`, `WAIT` with a long timeout), `SELECT`, `SUBSCRIBE` or `MULTI`
+    /// here would stall or break them.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
+    /// let mut pipe = lock_core::redis::pipe();
+    /// pipe.cmd("SET").arg("{report}:last").arg(42).ignore().cmd("GET").arg("{report}:last");
+    /// let (last,): (i64,) = client.query_pipeline(&pipe).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn query_pipeline<T: redis::FromRedisValue>(&self, pipe: &redis::Pipeline) -> Result<T> {
+        self.core
+            .conn
+            .query_pipeline(pipe)
+            .await
+            .map_err(|e| LockError::redis("running an application command", e))
+    }
+
+    /// The keys matching the glob `pattern` (`SCAN MATCH`, never `KEYS`; every master of a
+    /// cluster is scanned), at least `limit` of them if there are that many (a few more may
+    /// come back; none twice unless the keyspace changes meanwhile).
+    pub async fn scan_keys(&self, pattern: &str, limit: usize) -> Result<Vec<String>> {
+        let mut keys = self.core.conn.scan(pattern, None, limit).await?;
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
     }
 
     /// What this client is doing right now: held locks, renewals, waiters, background

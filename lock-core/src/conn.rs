@@ -1,16 +1,22 @@
-//! The one multiplexed connection that lock commands share: connecting, reconnecting after a
-//! failure, and sending scripts, commands and pipelines with a timeout.
+//! The one multiplexed connection that lock commands share: connecting (to a node, the
+//! Sentinel master or the cluster, see `deploy`), reconnecting after a failure, and sending
+//! scripts, commands and pipelines with a timeout.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_redis::Pool;
-use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::{self, FromRedisValue, RedisError, Script};
 
+use crate::deploy::slots::{self, Node, SlotMap};
+use crate::deploy::{Link, Target};
 use crate::error::{LockError, Result, is_connection_error};
 use crate::lock_unpoisoned;
+
+/// How long a cluster slot map is trusted before it is read again (a redirected reply makes it
+/// stale at once).
+const SLOT_MAP_TTL: Duration = Duration::from_secs(30);
 
 /// The connection generation a command went out on (0: not sent).
 #[derive(Debug, Default)]
@@ -27,25 +33,52 @@ impl Sent {
     }
 }
 
-/// The lock commands' connection, taken out of `pool` on first use and again after a failure.
-#[derive(Debug)]
+/// The lock commands' connection, opened on first use and again after a failure.
 pub(crate) struct Conn {
-    pool: Pool,
+    target: Target,
     /// The live connection, with a generation so that a failed command drops only the
     /// connection it failed on.
-    slot: Mutex<Option<(u64, MultiplexedConnection)>>,
+    slot: Mutex<Option<(u64, Link)>>,
     generation: AtomicU64,
+    /// A cluster's slot map, for splitting pipelines by node, and when it was read.
+    slot_map: Mutex<Option<(Instant, SlotMap)>>,
     /// How long one command (or one pipeline) may take.
     pub(crate) timeout: Duration,
 }
 
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("target", &self.target)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Conn {
-    pub(crate) fn new(pool: Pool, timeout: Duration) -> Self {
-        Conn { pool, slot: Mutex::new(None), generation: AtomicU64::new(0), timeout }
+    pub(crate) fn new(target: Target, timeout: Duration) -> Self {
+        Conn {
+            target,
+            slot: Mutex::new(None),
+            generation: AtomicU64::new(0),
+            slot_map: Mutex::new(None),
+            timeout,
+        }
     }
 
-    pub(crate) fn pool(&self) -> &Pool {
-        &self.pool
+    pub(crate) fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// The command the scripts announce hand-offs with: sharded in a cluster, so the message
+    /// goes through the key's shard only (its channel is in the key's slot).
+    pub(crate) fn publish_command(&self) -> &'static str {
+        if self.target.is_cluster() { "SPUBLISH" } else { "PUBLISH" }
+    }
+
+    /// The pool of a single-node client.
+    pub(crate) fn pool(&self) -> Option<&Pool> {
+        self.target.pool()
     }
 
     /// Runs a script invocation, reconnecting and retrying once if the connection had failed.
@@ -97,10 +130,66 @@ impl Conn {
         self.query_once(cmd, action, &Sent::default()).await
     }
 
+    /// `WAIT replicas timeout` on the connection that wrote `key` (in a cluster, on the
+    /// master of its slot): the number of replicas that acknowledged this connection's writes.
+    pub(crate) async fn wait_replicas(&self, key: &str, replicas: u32, timeout: Duration) -> Result<u32> {
+        let action = || format!("waiting for replicas to acknowledge lock `{key}`");
+        let (generation, mut conn) = self.connection(&action).await?;
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(replicas).arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1));
+        let reply = conn.query_at_key(cmd, key).await.map_err(|e| self.failed(generation, action(), e))?;
+        Ok(match reply {
+            redis::Value::Int(acked) => u32::try_from(acked).unwrap_or(0),
+            _ => 0,
+        })
+    }
+
+    /// The keys matching `pattern` (and of `kind`, e.g. "string", if given), at most about
+    /// `limit`: `SCAN` on the node, or on every master of a cluster.
+    pub(crate) async fn scan(&self, pattern: &str, kind: Option<&str>, limit: usize) -> Result<Vec<String>> {
+        let action =
+            || format!("scanning for keys matching `{}`", pattern.chars().take(120).collect::<String>());
+        let nodes: Vec<Option<Node>> = if self.target.is_cluster() {
+            let map = self.slot_map().await.ok_or_else(|| {
+                LockError::redis(action(), RedisError::from(std::io::Error::other("no cluster slot map")))
+            })?;
+            map.masters().into_iter().map(Some).collect()
+        } else {
+            vec![None]
+        };
+        let mut found = Vec::new();
+        for node in nodes {
+            let mut cursor: u64 = 0;
+            loop {
+                let (generation, mut conn) = self.connection(&action).await?;
+                let mut scan = redis::cmd("SCAN");
+                scan.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(1000);
+                if let Some(kind) = kind {
+                    scan.arg("TYPE").arg(kind);
+                }
+                let reply = conn
+                    .query_on_node(scan, node.as_ref())
+                    .await
+                    .map_err(|e| self.failed(generation, action(), e))?;
+                let (next, batch): (u64, Vec<String>) =
+                    redis::from_redis_value(reply).map_err(|e| LockError::redis(action(), e.into()))?;
+                found.extend(batch);
+                cursor = next;
+                if cursor == 0 || found.len() >= limit {
+                    break;
+                }
+            }
+        }
+        Ok(found)
+    }
+
     /// A failed command: drops its connection if that is what failed.
     fn failed(&self, generation: u64, action: String, e: RedisError) -> LockError {
         if is_connection_error(&e) {
             self.drop_connection(generation);
+        }
+        if e.is_cluster_error() {
+            self.slot_map_stale();
         }
         LockError::redis(action, e)
     }
@@ -112,26 +201,87 @@ impl Conn {
         lock_unpoisoned(&self.slot).as_ref().map(|(g, _)| *g)
     }
 
-    /// Sends a pipeline (no retry: the caller decides).
+    /// Sends a pipeline (no retry: the caller decides). In a cluster its commands must all be
+    /// for keys of one slot, or `node` must name the node that serves all of them.
     pub(crate) async fn query_pipeline<T: FromRedisValue>(
         &self,
         pipe: &redis::Pipeline,
     ) -> Result<T, RedisError> {
-        let (generation, mut conn) = match self.connection(&String::new).await {
+        self.query_pipeline_on(pipe, None).await
+    }
+
+    /// [`query_pipeline`](Self::query_pipeline), sent to `node` in a cluster.
+    pub(crate) async fn query_pipeline_on<T: FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+        node: Option<Node>,
+    ) -> Result<T, RedisError> {
+        let (generation, conn) = match self.connection(&String::new).await {
             Ok(c) => c,
             Err(LockError::Redis { source, .. } | LockError::Auth { source, .. }) => return Err(source),
             Err(e) => return Err(RedisError::from(std::io::Error::other(e.to_string()))),
         };
-        let result = pipe.query_async(&mut conn).await;
-        if let Err(e) = &result
-            && is_connection_error(e)
-        {
-            self.drop_connection(generation);
+        let result = pipe.query_async(&mut conn.to_node(node)).await;
+        if let Err(e) = &result {
+            if is_connection_error(e) {
+                self.drop_connection(generation);
+            }
+            self.slot_map_stale();
         }
         result
     }
 
-    /// Loads `script` into the server's script cache (before a pipeline of EVALSHA calls).
+    /// Groups `items` by the cluster node serving their keys (one group of all of them on a
+    /// single node or Sentinel master), so each group can go out as one pipeline. Items whose
+    /// node is unknown get a group of their own each, routed by their key.
+    pub(crate) async fn split_by_node<T>(
+        &self,
+        items: Vec<T>,
+        key_of: impl Fn(&T) -> &str,
+    ) -> Vec<(Option<Node>, Vec<T>)> {
+        if !self.target.is_cluster() || items.is_empty() {
+            return vec![(None, items)];
+        }
+        let map = self.slot_map().await;
+        let mut groups: Vec<(Option<Node>, Vec<T>)> = Vec::new();
+        for item in items {
+            let node = map.as_ref().and_then(|m| m.node_of(slots::slot(key_of(&item).as_bytes())).cloned());
+            match node {
+                Some(node) => match groups.iter_mut().find(|(n, _)| n.as_ref() == Some(&node)) {
+                    Some((_, group)) => group.push(item),
+                    None => groups.push((Some(node), vec![item])),
+                },
+                None => groups.push((None, vec![item])),
+            }
+        }
+        groups
+    }
+
+    /// The cluster's slot map, read again when stale.
+    async fn slot_map(&self) -> Option<SlotMap> {
+        if let Some((read_at, map)) = lock_unpoisoned(&self.slot_map).as_ref()
+            && read_at.elapsed() < SLOT_MAP_TTL
+        {
+            return Some(map.clone());
+        }
+        let reply: redis::Value = self
+            .query(&redis::cmd("CLUSTER").arg("SLOTS").to_owned(), || {
+                "reading the cluster's slot map".to_owned()
+            })
+            .await
+            .inspect_err(|e| tracing::debug!(error = %e, "could not read the cluster's slot map"))
+            .ok()?;
+        let map = SlotMap::parse(&reply)?;
+        *lock_unpoisoned(&self.slot_map) = Some((Instant::now(), map.clone()));
+        Some(map)
+    }
+
+    fn slot_map_stale(&self) {
+        *lock_unpoisoned(&self.slot_map) = None;
+    }
+
+    /// Loads `script` into the server's script cache (before a pipeline of EVALSHA calls; in
+    /// a cluster, on every master).
     pub(crate) async fn load_script(&self, script: &Script) -> Result<()> {
         let action = || "loading a lock script".to_owned();
         let (_, mut conn) = self.connection(&action).await?;
@@ -143,7 +293,7 @@ impl Conn {
             .map_err(|e| LockError::redis(action(), e))
     }
 
-    async fn connection(&self, action: &impl Fn() -> String) -> Result<(u64, MultiplexedConnection)> {
+    async fn connection(&self, action: &impl Fn() -> String) -> Result<(u64, Link)> {
         if let Some((generation, conn)) = lock_unpoisoned(&self.slot).as_ref() {
             return Ok((*generation, conn.clone()));
         }
@@ -152,31 +302,12 @@ impl Conn {
         Box::pin(self.connect(action())).await
     }
 
-    async fn connect(&self, action: String) -> Result<(u64, MultiplexedConnection)> {
-        let action = || action.clone();
-        let pooled = tokio::time::timeout(self.timeout, self.pool.get())
-            .await
-            .map_err(|_| {
-                let timed_out =
-                    std::io::Error::new(std::io::ErrorKind::TimedOut, "no pooled connection in time");
-                LockError::redis(action(), RedisError::from(timed_out))
-            })?
-            .map_err(|e| match e {
-                deadpool_redis::PoolError::Backend(e) => LockError::redis(action(), e),
-                e => LockError::Pool { action: action(), source: e },
-            })?;
-        // Taken out of the pool for good: the application's pooled connections must not be
-        // the one lock commands share (a blocking command or a SELECT there would stall or
-        // misdirect every lock).
-        let mut conn = deadpool_redis::Connection::take(pooled);
-        conn.set_response_timeout(self.timeout);
-        // A server that wants a password answers PING with NOAUTH: a clear error now rather
-        // than a protocol error on the first script.
-        redis::cmd("PING").query_async::<()>(&mut conn).await.map_err(|e| LockError::redis(action(), e))?;
+    async fn connect(&self, action: String) -> Result<(u64, Link)> {
+        let link = self.target.connect(&action).await?;
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         let mut slot = lock_unpoisoned(&self.slot);
         // Another task may have connected meanwhile; keep the first so all share one.
-        let (generation, conn) = slot.get_or_insert((generation, conn));
+        let (generation, conn) = slot.get_or_insert((generation, link));
         Ok((*generation, conn.clone()))
     }
 

@@ -60,6 +60,23 @@ pub enum LockError {
         source: deadpool_redis::redis::RedisError,
     },
 
+    /// Fewer replicas than [`ReplicaAck::replicas`](crate::ReplicaAck::replicas) acknowledged
+    /// the acquisition within its timeout, and [`AckShortfall::Error`](crate::AckShortfall::Error)
+    /// was chosen: the lock was released (best effort) and not granted. Transient: a replica
+    /// that is back, or a retry, may succeed.
+    #[error(
+        "lock `{key}` was acquired but only {got} of {wanted} replicas acknowledged it in time; it \
+         was released (check the replicas' health, or choose AckShortfall::Warn)"
+    )]
+    ReplicaAck {
+        /// The lock's key.
+        key: String,
+        /// Replicas wanted.
+        wanted: u32,
+        /// Replicas that acknowledged.
+        got: u32,
+    },
+
     /// Redis could not be reached or a command failed.
     #[error("redis command failed while {action}: {source}")]
     Redis {
@@ -141,7 +158,7 @@ impl LockError {
         match self {
             LockError::Redis { source, .. } => is_transient(source),
             LockError::Auth { .. } => false,
-            LockError::Pool { .. } => true,
+            LockError::Pool { .. } | LockError::ReplicaAck { .. } => true,
             _ => false,
         }
     }
@@ -187,7 +204,7 @@ fn auth_hint(e: &RedisError) -> Option<&'static str> {
         Some(
             "the server requires a password: put it in the URL, redis://:PASSWORD@host:port/ (or redis://USER:PASSWORD@... for an ACL user)",
         )
-    } else if e.code() == Some("NOPERM") {
+    } else if e.code() == Some("NOPERM") || e.to_string().contains("NOPERM") {
         Some("the ACL user lacks a permission the lock client needs (see README, \"ACL\")")
     } else if is_auth_error(e) {
         Some("check the user and password in the Redis URL")
@@ -211,7 +228,7 @@ pub(crate) fn is_connection_error(e: &RedisError) -> bool {
 }
 
 /// Errors that may go away by themselves: connection trouble, or a server that is loading its
-/// data or failing over. An authentication failure is not one of them: retrying a wrong
+/// data or failing over (a cluster that is down, Sentinel naming no healthy master). An authentication failure is not one of them: retrying a wrong
 /// password until a deadline only hides the real problem.
 pub(crate) fn is_transient(e: &RedisError) -> bool {
     if is_auth_error(e) {
@@ -222,8 +239,15 @@ pub(crate) fn is_transient(e: &RedisError) -> bool {
         || matches!(
             e.kind(),
             ErrorKind::Server(
-                ServerErrorKind::BusyLoading | ServerErrorKind::TryAgain | ServerErrorKind::MasterDown
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::ClusterDown
             )
+            // No sentinel names a healthy master: during a failover the old one is marked
+            // down until a replica is promoted. (A misspelt master name reads the same: it
+            // then persists, and the error names the master looked for.)
+            | ErrorKind::MasterNameNotFoundBySentinel
         )
 }
 
@@ -232,6 +256,8 @@ pub(crate) fn is_auth_error(e: &RedisError) -> bool {
     e.kind() == ErrorKind::AuthenticationFailed
         || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
         || e.to_string().contains("WRONGPASS")
+        // A script's command refused by the ACL comes back wrapped in a script error.
+        || e.to_string().contains("NOPERM")
 }
 
 #[cfg(test)]

@@ -122,10 +122,11 @@ pub fn keys_of(key: &str) -> Result<LockKeys> {
 }
 
 /// A key that belongs to the lock machinery rather than naming a lock: auxiliary keys of a
-/// lock (`...:fence`, `...:tick`, `...:waiters`, `...:waiters:until`) and liveness keys.
+/// lock (`...:fence`, `...:tick`, `...:tick:by`, `...:waiters`, `...:waiters:until`) and liveness
+/// keys.
 pub fn is_auxiliary_key(key: &str) -> bool {
     key.starts_with(liveness::KEY_PREFIX)
-        || [":fence", ":tick", ":waiters", ":waiters:until"].iter().any(|s| key.ends_with(s))
+        || [":fence", ":tick", ":tick:by", ":waiters", ":waiters:until"].iter().any(|s| key.ends_with(s))
 }
 
 /// Parses an owner token as this crate writes it. `None` for a value this crate did not write
@@ -223,38 +224,39 @@ pub async fn read(client: &LockClient, key: &str) -> Result<LockInfo> {
     })
 }
 
-/// Lists held locks whose key matches the glob `pattern` (Redis `SCAN MATCH`, never `KEYS`),
+/// Lists held locks whose key matches the glob `pattern` (Redis `SCAN MATCH`, never `KEYS`; on
+/// every master of a cluster),
 /// at most `limit`, sorted by key. Keys whose value is not an owner token written by this
 /// crate, and the lock machinery's own keys, are left out.
 pub async fn list(client: &LockClient, pattern: &str, limit: usize) -> Result<Vec<LockSummary>> {
     let conn = &client.core().conn;
     let action = || format!("listing locks matching `{}`", short(pattern));
-    let mut cursor: u64 = 0;
     let mut found = Vec::new();
-    loop {
-        let mut scan = redis::cmd("SCAN");
-        scan.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(1000).arg("TYPE").arg("string");
-        let (next, batch): (u64, Vec<String>) = conn.query(&scan, action).await?;
-        let candidates: Vec<String> = batch.into_iter().filter(|k| !is_auxiliary_key(k)).collect();
-        if !candidates.is_empty() {
+    // Every master of a cluster is scanned; the keys' values are then read in one pipeline
+    // per node.
+    let keys = conn.scan(pattern, Some("string"), limit.saturating_mul(4).max(1000)).await?;
+    let candidates: Vec<String> = keys.into_iter().filter(|k| !is_auxiliary_key(k)).collect();
+    for (node, candidates) in conn.split_by_node(candidates, String::as_str).await {
+        if found.len() >= limit {
+            break;
+        }
+        for chunk in candidates.chunks(500) {
             let mut pipe = redis::pipe();
-            for key in &candidates {
+            for key in chunk {
                 pipe.cmd("GET").arg(key).cmd("PTTL").arg(key);
             }
-            let replies: Vec<Value> =
-                conn.query_pipeline(&pipe).await.map_err(|e| LockError::redis(action(), e))?;
-            for (key, pair) in candidates.into_iter().zip(replies.chunks(2)) {
+            let replies: Vec<Value> = conn
+                .query_pipeline_on(&pipe, node.clone())
+                .await
+                .map_err(|e| LockError::redis(action(), e))?;
+            for (key, pair) in chunk.iter().zip(replies.chunks(2)) {
                 let (Some(Value::BulkString(value)), Some(Value::Int(pttl))) = (pair.first(), pair.get(1))
                 else {
                     continue;
                 };
                 let Some(holder) = std::str::from_utf8(value).ok().and_then(parse_token) else { continue };
-                found.push(LockSummary { key, holder, ttl: ttl_of(*pttl) });
+                found.push(LockSummary { key: key.clone(), holder, ttl: ttl_of(*pttl) });
             }
-        }
-        cursor = next;
-        if cursor == 0 || found.len() >= limit {
-            break;
         }
     }
     found.sort_by(|a, b| a.key.cmp(&b.key));
@@ -315,6 +317,7 @@ mod tests {
         assert_eq!(kept.instance.as_deref(), Some("pod-1"));
         assert!(parse_token("hello").is_none());
         assert!(is_auxiliary_key("{lock:a}:fence"));
+        assert!(is_auxiliary_key("{lock:a}:tick:by"));
         assert!(is_auxiliary_key("lock-client:pod-1:0123456789ab"));
         assert!(!is_auxiliary_key("lock:a"));
     }

@@ -7,6 +7,7 @@ mod acquire;
 mod builder;
 mod client;
 mod conn;
+mod deploy;
 mod error;
 mod guard;
 pub mod inspect;
@@ -15,6 +16,7 @@ mod liveness;
 mod options;
 mod outcome;
 mod release;
+mod replica_ack;
 mod scope;
 mod scripts;
 mod section;
@@ -36,6 +38,7 @@ pub use guard::LockGuard;
 pub use keys::MAX_KEY_LEN;
 pub use options::{Lease, LockOptions, MIN_LEASE, OnLost};
 pub use outcome::{LockResult, Skippable};
+pub use replica_ack::{AckShortfall, ReplicaAck};
 pub use scope::{CurrentLock, current};
 
 #[cfg(feature = "macros")]
@@ -47,7 +50,7 @@ pub fn validate_key(key: &str) -> Result<()> {
     keys::validate(key)
 }
 
-/// The connection pool type accepted by [`LockClient::from_pool`].
+/// The connection pool type accepted by [`LockClient::from_pool`] (single node only).
 pub use deadpool_redis::Pool;
 /// The `redis` crate this one is built on (re-exported by deadpool-redis).
 pub use deadpool_redis::redis;

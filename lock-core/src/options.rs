@@ -141,6 +141,8 @@ pub(crate) struct ClientConfig {
     pub(crate) handoff: Duration,
     /// Initial and longest fallback retry interval of a waiter.
     pub(crate) backoff: (Duration, Duration),
+    /// `WAIT` after acquisitions (and releases), if opted in.
+    pub(crate) replica_ack: Option<crate::replica_ack::ReplicaAck>,
 }
 
 /// Checks that a lease is usable: at least [`MIN_LEASE`] and representable in milliseconds.

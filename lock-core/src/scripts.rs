@@ -14,7 +14,8 @@ use deadpool_redis::redis::Script;
 /// key and its claimant key (with a tick).
 /// ARGV: token, lease ms, fencing ("1"/"0"), tick ("" for none), waiter ticket ms ("0": the
 /// caller does not wait), the caller's hand-off ms (how long a lock handed to it stays
-/// reserved: the waiter decides, since it is the one trusting the reservation).
+/// reserved: the waiter decides, since it is the one trusting the reservation), publish
+/// command (`PUBLISH`, or `SPUBLISH` in a cluster: the channel is in the key's slot).
 ///
 /// Returns `{1, fence}` when acquired (fence 0 without fencing), `{0, ms, holder}` when held
 /// (the holder's PTTL and token), `{2, last_tick, ours}` when the tick was already claimed
@@ -102,7 +103,7 @@ else
       -- `waiters`; the client id is the token's second field from the end.
       local client = string.match(waiter, ':(%x+):[^:]+$')
       if client then
-        redis.call('PUBLISH', string.sub(KEYS[2], 1, -8) .. 'released:' .. client, waiter)
+        redis.call(ARGV[7], string.sub(KEYS[2], 1, -8) .. 'released:' .. client, waiter)
       end
       return {0, tonumber(ms), waiter}
     end
@@ -141,8 +142,9 @@ return redis.call('ZREM', KEYS[2], ARGV[1])
     )
 });
 
-/// Release = hand-off. KEYS: lock key. ARGV: token, and ms to keep (only with a minimum hold
-/// left).
+/// Release = hand-off. KEYS: lock key. ARGV: token; then, only when needed, ms to keep
+/// ("0": none) and the publish command (default `PUBLISH`; `SPUBLISH` in a cluster, where the
+/// channel is in the key's slot).
 ///
 /// Returns 1 when the key held our token, else 0. With a minimum hold left, the key is kept
 /// for it as `<token>:released` (still taken, no longer ours: a renewal in flight cannot
@@ -168,8 +170,10 @@ local value = redis.call('GET', key)
 if value ~= token and value ~= token .. '|w' then
   return 0
 end
-if ARGV[2] then
-  redis.call('SET', key, token .. ':released', 'PX', ARGV[2])
+local keep, publish = ARGV[2], ARGV[3] or 'PUBLISH'
+if keep == '0' then keep = nil end
+if keep then
+  redis.call('SET', key, token .. ':released', 'PX', keep)
   return 1
 end
 if value == token then
@@ -184,7 +188,7 @@ local queue, tickets = aux .. 'waiters', aux .. 'waiters:until'
 -- The client id is the token's second field from the end (`<instance>:<client>:<uuid>`).
 local function announce(waiter, message)
   local client = string.match(waiter, ':(%x+):[^:]+$')
-  if client then redis.call('PUBLISH', aux .. 'released:' .. client, message) end
+  if client then redis.call(publish, aux .. 'released:' .. client, message) end
 end
 local now
 for _ = 1, 16 do

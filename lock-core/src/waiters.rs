@@ -6,17 +6,26 @@
 //! waiter's token on its client's channel: only that client hears it, and only the waiter
 //! registered with that token wakes, so N waiting replicas cost what one does. An empty message (the key was freed while lapsed tickets were
 //! queued) or a lost connection wakes every waiter of the key, to retry.
+//!
+//! On one node or a Sentinel master the connection is a plain pub/sub connection (`SUBSCRIBE`;
+//! the scripts `PUBLISH`). In a cluster it is a RESP3 cluster connection using sharded pub/sub
+//! (`SSUBSCRIBE`; the scripts `SPUBLISH`, the channel being in the key's slot), so a release is
+//! heard through the shard that owns the key, and redis-rs resubscribes after a failover or a
+//! slot migration.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, aio::PubSubSink};
+use deadpool_redis::redis::cluster_async::ClusterConnection;
+use deadpool_redis::redis::{self, PushInfo, PushKind, Value, aio::PubSubSink};
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use crate::conn::Conn as LockConn;
+use crate::deploy::PubSubSource;
 use crate::error::{LockError, Result};
 use crate::keys;
 use crate::lock_unpoisoned;
@@ -36,22 +45,65 @@ struct Shared {
     /// The pub/sub connection. Subscribe and unsubscribe run under this lock, so they reach
     /// Redis in the order the registrations changed.
     conn: tokio::sync::Mutex<Option<Conn>>,
-    client: redis::Client,
+    /// The lock commands' connection, for its deployment: where pub/sub connections open.
+    lock_conn: Arc<LockConn>,
     /// Bound on connecting and on each subscribe/unsubscribe round trip.
     timeout: Duration,
 }
 
-#[derive(Debug)]
 struct Conn {
-    sink: PubSubSink,
+    link: Link,
     generation: u64,
-    /// The task reading messages; it owns the stream, and so the connection.
-    reader: JoinHandle<()>,
+}
+
+/// A pub/sub connection of either kind.
+enum Link {
+    /// To one node: the sink, and the task reading messages (it owns the stream, and so the
+    /// connection).
+    Node { sink: PubSubSink, reader: JoinHandle<()> },
+    /// To a cluster, with sharded pub/sub; messages arrive through its push sender.
+    Cluster(ClusterConnection),
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.link {
+            Link::Node { .. } => "node",
+            Link::Cluster(_) => "cluster",
+        };
+        f.debug_struct("Conn").field("kind", &kind).field("generation", &self.generation).finish()
+    }
+}
+
+impl Conn {
+    /// A node connection whose reader ended without reporting (its runtime shut down) is dead.
+    fn is_dead(&self) -> bool {
+        match &self.link {
+            Link::Node { reader, .. } => reader.is_finished(),
+            Link::Cluster(_) => false,
+        }
+    }
+
+    async fn subscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
+        match &mut self.link {
+            Link::Node { sink, .. } => sink.subscribe(channel).await,
+            Link::Cluster(conn) => conn.ssubscribe(channel).await,
+        }
+    }
+
+    async fn unsubscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
+        match &mut self.link {
+            Link::Node { sink, .. } => sink.unsubscribe(channel).await,
+            Link::Cluster(conn) => conn.sunsubscribe(channel).await,
+        }
+    }
 }
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        self.reader.abort();
+        if let Link::Node { reader, .. } = &self.link {
+            reader.abort();
+        }
     }
 }
 
@@ -112,12 +164,12 @@ pub(crate) struct Ticket {
 }
 
 impl Waiters {
-    pub(crate) fn new(client: redis::Client, timeout: Duration) -> Self {
+    pub(crate) fn new(lock_conn: Arc<LockConn>, timeout: Duration) -> Self {
         Waiters {
             shared: Arc::new(Shared {
                 state: Mutex::default(),
                 conn: tokio::sync::Mutex::new(None),
-                client,
+                lock_conn,
                 timeout,
             }),
         }
@@ -188,7 +240,7 @@ impl Ticket {
             // connection too.
             let live = conn
                 .as_ref()
-                .filter(|c| !c.reader.is_finished())
+                .filter(|c| !c.is_dead())
                 .map(|c| c.generation)
                 .filter(|g| state.live == Some(*g));
             let channel = state.channels.get(&self.channel);
@@ -209,7 +261,7 @@ impl Ticket {
             channel.subscribed = Some(c.generation);
             channel.confirmed = false;
         }
-        let subscribed = tokio::time::timeout(shared.timeout, c.sink.subscribe(&self.channel))
+        let subscribed = tokio::time::timeout(shared.timeout, c.subscribe(&self.channel))
             .await
             .unwrap_or_else(|_| Err(timed_out()));
         if let Err(e) = subscribed {
@@ -255,30 +307,53 @@ fn timed_out() -> redis::RedisError {
 
 impl Shared {
     async fn connect(self: &Arc<Self>) -> Result<Conn> {
-        let pubsub = tokio::time::timeout(self.timeout, self.client.get_async_pubsub())
+        let source = self.lock_conn.target().pubsub_source().await?;
+        let generation = {
+            let mut state = lock_unpoisoned(&self.state);
+            state.generations += 1;
+            state.generations
+        };
+        let link = match source {
+            PubSubSource::Node(client) => self.connect_node(&client, generation).await?,
+            PubSubSource::Cluster(recipe) => {
+                let weak: Weak<Shared> = Arc::downgrade(self);
+                // Called by redis-rs for every push, without blocking: dispatch at once.
+                let on_push = move |push: PushInfo| -> std::result::Result<(), std::convert::Infallible> {
+                    if let Some(shared) = weak.upgrade() {
+                        shared.on_cluster_push(push);
+                    }
+                    Ok(())
+                };
+                let client = recipe
+                    .builder()
+                    .use_protocol(redis::ProtocolVersion::RESP3)
+                    .push_sender(on_push)
+                    .build()
+                    .map_err(|e| LockError::redis("opening the sharded pub/sub connection", e))?;
+                let conn = tokio::time::timeout(self.timeout, client.get_async_connection())
+                    .await
+                    .unwrap_or_else(|_| Err(timed_out()))
+                    .map_err(|e| LockError::redis("opening the sharded pub/sub connection", e))?;
+                Link::Cluster(conn)
+            }
+        };
+        lock_unpoisoned(&self.state).live = Some(generation);
+        Ok(Conn { link, generation })
+    }
+
+    /// A pub/sub connection to one node, and the task reading its messages.
+    async fn connect_node(self: &Arc<Self>, client: &redis::Client, generation: u64) -> Result<Link> {
+        let pubsub = tokio::time::timeout(self.timeout, client.get_async_pubsub())
             .await
             .unwrap_or_else(|_| Err(timed_out()))
             .map_err(|e| LockError::redis("opening the pub/sub connection", e))?;
         let (sink, mut stream) = pubsub.split();
-        let generation = {
-            let mut state = lock_unpoisoned(&self.state);
-            state.generations += 1;
-            state.live = Some(state.generations);
-            state.generations
-        };
         let weak: Weak<Shared> = Arc::downgrade(self);
         let reader = tokio::spawn(async move {
             while let Some(msg) = stream.next().await {
                 let Some(shared) = weak.upgrade() else { return };
-                let state = lock_unpoisoned(&shared.state);
-                let Some(channel) = state.channels.get(msg.get_channel_name()) else { continue };
                 let token: String = msg.get_payload().unwrap_or_default();
-                match channel.slots.get(&token) {
-                    Some(slot) => slot.hand_over(),
-                    // Freed with lapsed tickets queued: whoever waits here may retry.
-                    None if token.is_empty() => channel.slots.values().for_each(|s| s.wake()),
-                    None => {}
-                }
+                shared.deliver(msg.get_channel_name(), &token);
             }
             // The connection is gone: forget it, and let every head retry (and resubscribe),
             // since a release may have been announced while it was down.
@@ -286,7 +361,45 @@ impl Shared {
                 shared.connection_lost(generation);
             }
         });
-        Ok(Conn { sink, generation, reader })
+        Ok(Link::Node { sink, reader })
+    }
+
+    /// A message on `channel`: wakes the waiter it names, or, empty, every waiter there.
+    fn deliver(&self, channel: &str, token: &str) {
+        let state = lock_unpoisoned(&self.state);
+        let Some(channel) = state.channels.get(channel) else { return };
+        match channel.slots.get(token) {
+            Some(slot) => slot.hand_over(),
+            // Freed with lapsed tickets queued: whoever waits here may retry.
+            None if token.is_empty() => channel.slots.values().for_each(|s| s.wake()),
+            None => {}
+        }
+    }
+
+    /// A push from the cluster connection: a sharded message, or a node connection lost
+    /// (redis-rs reconnects and resubscribes by itself, but a release may have been announced
+    /// meanwhile, so every waiter retries).
+    fn on_cluster_push(&self, push: PushInfo) {
+        let text = |v: Option<&Value>| match v {
+            Some(Value::BulkString(b)) => std::str::from_utf8(b).ok().map(str::to_owned),
+            Some(Value::SimpleString(s)) => Some(s.clone()),
+            _ => None,
+        };
+        match push.kind {
+            PushKind::SMessage => {
+                if let Some(channel) = text(push.data.first()) {
+                    self.deliver(&channel, &text(push.data.get(1)).unwrap_or_default());
+                }
+            }
+            PushKind::Disconnection => {
+                let state = lock_unpoisoned(&self.state);
+                for channel in state.channels.values() {
+                    channel.slots.values().for_each(|s| s.wake());
+                }
+                tracing::debug!("a cluster node's pub/sub connection closed; waiters retry");
+            }
+            _ => {}
+        }
     }
 
     /// Drops the connection after an error on it.
@@ -326,7 +439,7 @@ impl Shared {
         };
         if let (Some(generation), Some(c)) = (subscribed, conn.as_mut())
             && c.generation == generation
-            && let Err(e) = tokio::time::timeout(self.timeout, c.sink.unsubscribe(&channel))
+            && let Err(e) = tokio::time::timeout(self.timeout, c.unsubscribe(&channel))
                 .await
                 .unwrap_or_else(|_| Err(timed_out()))
         {

@@ -1,4 +1,6 @@
-//! The renewal task: one per client, renewing every held watchdog lock in pipelined batches.
+//! The renewal task: one per client, renewing every held watchdog lock in pipelined batches
+//! (in a cluster, one batch per node, the nodes renewed concurrently: a pipeline to a cluster
+//! node must not mix in keys another node serves).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -11,6 +13,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::conn::Conn;
+use crate::deploy::slots::Node;
 use crate::error::LossReason;
 use crate::lock_unpoisoned;
 use crate::options::{millis, next_pass};
@@ -144,14 +147,18 @@ async fn renew_all(client: &Shared) -> bool {
     if let Some(fresh) = Instant::now().checked_sub(client.interval / 2) {
         locks.retain(|s| s.renewed_at() <= fresh);
     }
-    let mut ok = true;
-    for batch in locks.chunks(BATCH) {
-        ok &= renew_batch(client, batch).await;
-    }
-    ok
+    let groups = client.conn.split_by_node(locks, |s| s.key.as_str()).await;
+    let passes = groups.iter().map(|(node, locks)| async move {
+        let mut ok = true;
+        for batch in locks.chunks(BATCH) {
+            ok &= renew_batch(client, batch, node.clone()).await;
+        }
+        ok
+    });
+    futures_util::future::join_all(passes).await.into_iter().all(|ok| ok)
 }
 
-async fn renew_batch(client: &Shared, batch: &[Arc<LockState>]) -> bool {
+async fn renew_batch(client: &Shared, batch: &[Arc<LockState>], node: Option<Node>) -> bool {
     // A lock whose client identity died is lost, however long its key lives: not renewed.
     for state in batch.iter().filter(|s| s.is_active()) {
         if let Some(reason) = state.loss() {
@@ -163,7 +170,7 @@ async fn renew_batch(client: &Shared, batch: &[Arc<LockState>]) -> bool {
     if batch.is_empty() {
         return true;
     }
-    let (mut sent_at, mut result) = send_renewals(client, &batch).await;
+    let (mut sent_at, mut result) = send_renewals(client, &batch, node.clone()).await;
     if result.as_ref().is_ok_and(|replies| replies.iter().any(is_noscript)) {
         // The server lost its script cache (restart, SCRIPT FLUSH): load it and send again,
         // without the locks released meanwhile.
@@ -172,11 +179,20 @@ async fn renew_batch(client: &Shared, batch: &[Arc<LockState>]) -> bool {
             if batch.is_empty() {
                 return true;
             }
-            (sent_at, result) = send_renewals(client, &batch).await;
+            (sent_at, result) = send_renewals(client, &batch, node.clone()).await;
         }
     }
     let replies = match result {
         Ok(replies) => replies,
+        // A pipeline to a cluster node failed (the node is gone, or the slot map names an
+        // address the cluster connection does not know, e.g. behind a NAT or a managed
+        // service's endpoints): each lock is renewed on its own, routed by its key, so a stale
+        // map never costs a lease.
+        Err(e) if node.is_some() => {
+            tracing::debug!(error = %e, locks = batch.len(), "pipelined renewal on a cluster node failed; renewing one by one");
+            let each = batch.iter().map(|state| renew_one(client, state));
+            return futures_util::future::join_all(each).await.into_iter().all(|ok| ok);
+        }
         Err(e) => {
             crate::telemetry::renewal_failure();
             tracing::warn!(error = %e, locks = batch.len(), instance = %client.instance, "lock renewal failed; retrying");
@@ -196,6 +212,9 @@ async fn renew_batch(client: &Shared, batch: &[Arc<LockState>]) -> bool {
                 ok = false;
                 expire_overdue(client, &[state]);
             }
+            // The slot moved (a stale slot map, a resharding or a failover): renewed on its
+            // own, routed by its key (redis-rs follows the redirection).
+            Err(ref e) if is_redirect(e) => ok &= renew_one(client, state).await,
             // Refused (the key is gone or holds another token), or the key is not even a
             // string any more. A guard released while this batch was in flight is no longer
             // HELD, so it is not reported.
@@ -212,10 +231,41 @@ async fn renew_batch(client: &Shared, batch: &[Arc<LockState>]) -> bool {
     ok
 }
 
-/// One pipeline of EXTEND calls; each reply stands alone, so one bad key cannot fail the rest.
+/// Renews one lock through the key-routed connection; false if it could not be done now.
+async fn renew_one(client: &Shared, state: &Arc<LockState>) -> bool {
+    let lease = millis(state.lease, "lease").unwrap_or(u64::MAX);
+    let mut extend = EXTEND.prepare_invoke();
+    extend.key(&state.key).arg(&state.token).arg(lease);
+    let sent_at = Instant::now();
+    client.renewals.fetch_add(1, Ordering::Relaxed);
+    match client.conn.invoke::<i64>(&extend, || format!("renewing lock `{}`", state.key)).await {
+        Ok(1) => {
+            state.extend_from(sent_at);
+            true
+        }
+        Ok(_) => {
+            client.unregister(state.id);
+            state.mark_lost(LossReason::NotOwner);
+            true
+        }
+        Err(e) => {
+            tracing::debug!(key = %state.key, error = %e, "redirected renewal failed; retrying");
+            expire_overdue(client, &[state]);
+            false
+        }
+    }
+}
+
+fn is_redirect(e: &redis::RedisError) -> bool {
+    matches!(e.kind(), ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask))
+}
+
+/// One pipeline of EXTEND calls (to `node`, in a cluster); each reply stands alone, so one
+/// bad key cannot fail the rest.
 async fn send_renewals(
     client: &Shared,
     batch: &[&Arc<LockState>],
+    node: Option<Node>,
 ) -> (Instant, Result<Vec<redis::RedisResult<i64>>, redis::RedisError>) {
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
@@ -226,7 +276,7 @@ async fn send_renewals(
     }
     let sent_at = Instant::now();
     client.renewals.fetch_add(batch.len() as u64, Ordering::Relaxed);
-    (sent_at, client.conn.query_pipeline(&pipe).await)
+    (sent_at, client.conn.query_pipeline_on(&pipe, node).await)
 }
 
 fn is_noscript(reply: &redis::RedisResult<i64>) -> bool {

@@ -46,7 +46,10 @@ const ABORTED: u8 = 4;
 #[derive(Parser)]
 #[command(name = "lockctl", version)]
 struct Cli {
-    /// Redis URL, e.g. `redis://user:password@host:6379/0`; the password is never printed.
+    /// Redis URL, e.g. `redis://user:password@host:6379/0`,
+    /// `redis+sentinel://host1:26379,host2:26379/mymaster` or
+    /// `redis+cluster://host1:6379,host2:6379` (`rediss...` for TLS); the password is never
+    /// printed.
     #[arg(long, env = "REDIS_URL", hide_env_values = true, global = true)]
     url: Option<String>,
     /// Print JSON (one document) instead of text.

@@ -22,8 +22,8 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use lock_core::LockClient;
 use lock_core::redis;
+use lock_core::{LockClient, LockError};
 
 use crate::report::RunOutcome;
 
@@ -54,7 +54,7 @@ pub enum ControlError {
         #[source]
         source: redis::RedisError,
     },
-    /// No connection could be had from the client's pool.
+    /// No connection could be had (or the lock client failed otherwise).
     #[error("could not connect to redis while {action}: {reason}")]
     Connect {
         /// What was being done.
@@ -126,12 +126,19 @@ async fn query<T: redis::FromRedisValue>(
     action: &'static str,
     cmd: &redis::Pipeline,
 ) -> Result<T, ControlError> {
-    let run = async {
-        let mut conn =
-            client.pool().get().await.map_err(|e| ControlError::Connect { action, reason: e.to_string() })?;
-        cmd.query_async(&mut conn).await.map_err(|source| ControlError::Redis { action, source })
-    };
+    // Through the lock client's own connection: works on a single node, Sentinel and Cluster
+    // alike (every pipeline here touches one job's keys, one slot).
+    let run = async { client.query_pipeline(cmd).await.map_err(|e| control_error(action, e)) };
     tokio::time::timeout(TIMEOUT, run).await.map_err(|_| ControlError::Unavailable(action))?
+}
+
+fn control_error(action: &'static str, e: LockError) -> ControlError {
+    match e {
+        LockError::Redis { source, .. } | LockError::Auth { source, .. } => {
+            ControlError::Redis { action, source }
+        }
+        e => ControlError::Connect { action, reason: e.to_string() },
+    }
 }
 
 /// Pauses `job` on every replica: from the next slot on, each replica records the slot as
@@ -198,21 +205,18 @@ fn entry(id: String, fields: Vec<(String, String)>) -> HistoryEntry {
 
 /// The jobs that have a run history or a pause flag in Redis (`SCAN`, never `KEYS`), sorted.
 pub async fn jobs(client: &LockClient) -> Result<Vec<String>, ControlError> {
+    let action = "listing jobs";
+    let pattern = format!("{PREFIX}*");
+    let scan = client.scan_keys(&pattern, usize::MAX);
+    let keys = tokio::time::timeout(TIMEOUT, scan)
+        .await
+        .map_err(|_| ControlError::Unavailable(action))?
+        .map_err(|e| control_error(action, e))?;
     let mut names = std::collections::BTreeSet::new();
-    let mut cursor: u64 = 0;
-    loop {
-        let mut pipe = redis::pipe();
-        pipe.cmd("SCAN").arg(cursor).arg("MATCH").arg(format!("{PREFIX}*")).arg("COUNT").arg(1000);
-        let ((next, keys),): ((u64, Vec<String>),) = query(client, "listing jobs", &pipe).await?;
-        for key in keys {
-            let Some(rest) = key.strip_prefix(PREFIX) else { continue };
-            if let Some(name) = rest.strip_suffix("}:history").or_else(|| rest.strip_suffix("}:paused")) {
-                names.insert(name.to_owned());
-            }
-        }
-        cursor = next;
-        if cursor == 0 {
-            break;
+    for key in keys {
+        let Some(rest) = key.strip_prefix(PREFIX) else { continue };
+        if let Some(name) = rest.strip_suffix("}:history").or_else(|| rest.strip_suffix("}:paused")) {
+            names.insert(name.to_owned());
         }
     }
     Ok(names.into_iter().collect())

@@ -69,7 +69,7 @@ fn snapshot(reports: &Reports) -> Vec<RunReport> {
 }
 
 async fn redis_cmd<T: redis::FromRedisValue>(client: &LockClient, args: &[&str]) -> anyhow::Result<T> {
-    let mut conn = client.pool().get().await?;
+    let mut conn = client.pool().ok_or_else(|| anyhow::anyhow!("a single-node client"))?.get().await?;
     let mut cmd = redis::cmd(args[0]);
     for arg in &args[1..] {
         cmd.arg(*arg);

@@ -1,0 +1,297 @@
+//! The behaviour every deployment must show, each case a function of the deployment (the
+//! way ShedLock runs one abstract provider test against every backend).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use lock_core::tick::TickRun;
+use lock_core::{LockError, LockOptions};
+use tests::harness::wait_until;
+
+use crate::deployment::{Deployment, LIVENESS_TTL};
+
+/// A key of this test run: `lock:` (the ACL user's prefix), the case, and a run id, so that
+/// cases sharing a deployment never share a key.
+fn key(case: &str) -> String {
+    static RUN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let run = RUN.get_or_init(|| {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        format!("{}-{}", std::process::id(), nanos % 1_000_000_000)
+    });
+    format!("lock:contract:{case}:{run}")
+}
+
+/// Many tasks of several clients take one key in turn: never two holders at once, and every
+/// acquisition ran.
+pub(crate) async fn mutual_exclusion(d: &Deployment) {
+    const CLIENTS: usize = 3;
+    const TASKS: usize = 6;
+    const ROUNDS: usize = 4;
+    let key = key("mutual-exclusion");
+    let holders = Arc::new(AtomicUsize::new(0));
+    let max_holders = Arc::new(AtomicUsize::new(0));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let client = d.client(&format!("pod-{c}"));
+        for _ in 0..TASKS {
+            let (client, key) = (client.clone(), key.clone());
+            let (holders, max_holders, runs) = (holders.clone(), max_holders.clone(), runs.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let guard = client
+                        .lock(&key, LockOptions::new().wait(Duration::from_secs(30)))
+                        .await
+                        .unwrap_or_else(|e| panic!("a waiting task gets the lock: {e}"));
+                    let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
+                    max_holders.fetch_max(now, Ordering::SeqCst);
+                    // Hold across an await point, so another holder would have a chance to overlap.
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    holders.fetch_sub(1, Ordering::SeqCst);
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    assert!(guard.release().await.expect("release"), "released a lock it held");
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(60), task).await.expect("all rounds finish").expect("task");
+    }
+    assert_eq!(max_holders.load(Ordering::SeqCst), 1, "two holders at once");
+    assert_eq!(runs.load(Ordering::SeqCst), CLIENTS * TASKS * ROUNDS);
+    assert_eq!(d.get(&key), None, "the lock is free at the end");
+}
+
+/// Releasing a guard whose lease lapsed, after another client took the lock, reports "not
+/// owned" and leaves the other client's lock in place.
+pub(crate) async fn owner_checked_release(d: &Deployment) {
+    let key = key("owner-checked-release");
+    let (a, b) = (d.client("pod-a"), d.client("pod-b"));
+    let stale =
+        a.try_lock(&key, LockOptions::new().lease(Duration::from_millis(300))).await.expect("a takes it");
+    assert!(wait_until(Duration::from_secs(5), || !d.exists(&key)).await, "the fixed lease lapses");
+    let current = b.try_lock(&key, LockOptions::new()).await.expect("b takes the lapsed lock");
+    assert!(!stale.release().await.expect("release answers"), "a stale guard's release reports not owned");
+    assert_eq!(d.get(&key).as_deref(), Some(current.token()), "b's lock is untouched");
+    assert!(current.is_held());
+    assert!(current.release().await.expect("release"));
+    assert_eq!(d.get(&key), None);
+}
+
+/// A fixed lease expires on its own: the key is gone and another client takes the lock.
+pub(crate) async fn expiry(d: &Deployment) {
+    let key = key("expiry");
+    let (a, b) = (d.client("pod-a"), d.client("pod-b"));
+    let lease = Duration::from_millis(500);
+    let taken = Instant::now();
+    let guard = a.try_lock(&key, LockOptions::new().lease(lease)).await.expect("a takes it");
+    assert!(d.pttl(&key) <= 500, "the key carries the fixed lease");
+    assert!(
+        matches!(b.try_lock(&key, LockOptions::new()).await, Err(LockError::Held { .. })),
+        "held while leased"
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || !guard.is_held()).await,
+        "the guard knows its lease ran out"
+    );
+    assert!(
+        taken.elapsed() >= lease - Duration::from_millis(100),
+        "not before the lease: {:?}",
+        taken.elapsed()
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let next = loop {
+        match b.try_lock(&key, LockOptions::new()).await {
+            Ok(guard) => break guard,
+            Err(LockError::Held { .. }) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("b takes the expired lock: {e}"),
+        }
+    };
+    assert!(taken.elapsed() < lease + Duration::from_secs(3), "taken {:?} after the first", taken.elapsed());
+    assert_eq!(d.get(&key).as_deref(), Some(next.token()));
+    drop(guard);
+    assert!(next.release().await.expect("release"));
+}
+
+/// The watchdog extends a lease while the guard lives: held for several leases, the key keeps
+/// the holder's token and a rival is refused throughout.
+pub(crate) async fn extend(d: &Deployment) {
+    let key = key("extend");
+    let (a, b) = (d.client("pod-a"), d.client("pod-b"));
+    let guard = a.try_lock(&key, LockOptions::new()).await.expect("a takes it");
+    let lease = guard.lease();
+    let until = Instant::now() + lease * 3;
+    while Instant::now() < until {
+        assert!(guard.is_held(), "the holder still holds it");
+        assert_eq!(d.get(&key).as_deref(), Some(guard.token()), "renewed, not expired");
+        assert!(d.pttl(&key) > 0);
+        assert!(matches!(b.try_lock(&key, LockOptions::new()).await, Err(LockError::Held { .. })));
+        tokio::time::sleep(lease / 4).await;
+    }
+    assert!(guard.release().await.expect("release"), "still owned after 3 leases");
+    assert_eq!(d.get(&key), None);
+}
+
+/// A release hands the lock to a waiter of another client, ahead of newcomers.
+pub(crate) async fn hand_off_to_another_client(d: &Deployment) {
+    let key = key("hand-off");
+    let (a, b, c) = (d.client("pod-a"), d.client("pod-b"), d.client("pod-c"));
+    let held = a.try_lock(&key, LockOptions::new()).await.expect("a takes it");
+    let waiter = tokio::spawn({
+        let (b, key) = (b.clone(), key.clone());
+        async move { b.lock(&key, LockOptions::new().wait(Duration::from_secs(20))).await }
+    });
+    assert!(wait_until(Duration::from_secs(5), || b.stats().waiters_on(&key) == 1).await, "b waits");
+    // Queued on the server too (the script's ticket), not only locally.
+    assert!(
+        wait_until(Duration::from_secs(5), || d.cli(&key, &["LLEN", &format!("{{{key}}}:waiters")]) == "1")
+            .await,
+        "b's ticket is in the queue"
+    );
+    let released = Instant::now();
+    assert!(held.release().await.expect("release"));
+    // A newcomer right after the release does not barge ahead of the waiter.
+    if let Ok(barged) = c.try_lock(&key, LockOptions::new()).await {
+        panic!("a newcomer took the lock ahead of the waiter: {barged:?}");
+    }
+    let guard = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter is woken")
+        .expect("task")
+        .expect("the waiter gets the lock");
+    eprintln!("hand-off to another client took {:?}", released.elapsed());
+    assert_eq!(d.get(&key).as_deref(), Some(guard.token()));
+    assert!(guard.token().starts_with("pod-b:"), "{}", guard.token());
+    assert!(guard.release().await.expect("release"));
+}
+
+/// A holder that dies (process killed, or its liveness key gone): a waiter of another client
+/// takes over within the liveness TTL + 1 s, not after the 30 s lease.
+pub(crate) async fn crash_takeover(d: &Deployment) {
+    let key = key("crash-takeover");
+    let (mut holder, token) = spawn_holder(d, &key).await;
+    let waiter_client = d.client("pod-waiter");
+    let waiter = tokio::spawn({
+        let (c, key) = (waiter_client.clone(), key.clone());
+        async move {
+            let guard = c.lock(&key, LockOptions::new().wait(Duration::from_secs(30))).await;
+            (guard, Instant::now())
+        }
+    });
+    // Alive, the holder keeps it past its liveness TTL.
+    assert!(
+        !wait_until(LIVENESS_TTL * 2, || d.get(&key).as_deref() != Some(token.as_str())).await,
+        "a live holder keeps its lock"
+    );
+    holder.kill().expect("kill -9 the holder");
+    holder.wait().expect("reap the holder");
+    let killed = Instant::now();
+    let (guard, acquired_at) =
+        tokio::time::timeout(Duration::from_secs(15), waiter).await.expect("taken over").expect("task");
+    let guard = guard.expect("the waiter gets the dead holder's lock");
+    let after = acquired_at - killed;
+    eprintln!("crash takeover after {after:?}");
+    assert!(after <= LIVENESS_TTL + Duration::from_secs(1), "taken over {after:?} after the crash");
+    assert_eq!(d.get(&key).as_deref(), Some(guard.token()));
+    assert!(guard.release().await.expect("release"));
+}
+
+/// Spawns `lock_holder` (watchdog lease 30 s, liveness TTL [`LIVENESS_TTL`]) on `key`; returns
+/// the child and its token once it holds the lock.
+async fn spawn_holder(d: &Deployment, key: &str) -> (std::process::Child, String) {
+    let mut holder = std::process::Command::new(env!("CARGO_BIN_EXE_lock_holder"))
+        .args([d.holder_url(), key.to_owned(), "30000".into(), LIVENESS_TTL.as_millis().to_string()])
+        .args(d.holder_ca_file())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn lock_holder");
+    let stdout = holder.stdout.take().expect("piped stdout");
+    let line = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut line).map(|_| line)
+    });
+    let line = match tokio::time::timeout(Duration::from_secs(15), line).await {
+        Ok(line) => line.expect("reader").expect("a line from lock_holder"),
+        Err(_) => {
+            let _ = holder.kill();
+            panic!("lock_holder did not take {key} within 15 s");
+        }
+    };
+    let token = line
+        .trim()
+        .strip_prefix("acquired ")
+        .unwrap_or_else(|| panic!("lock_holder said {line:?}"))
+        .to_owned();
+    (holder, token)
+}
+
+/// Fences drawn by successive holders, across clients, strictly increase.
+pub(crate) async fn fencing_order(d: &Deployment) {
+    let key = key("fencing");
+    let clients: Vec<_> = (0..3).map(|i| d.client(&format!("pod-{i}"))).collect();
+    let fences = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for client in &clients {
+        for _ in 0..3 {
+            let (client, key, fences) = (client.clone(), key.clone(), fences.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..3 {
+                    let guard = client
+                        .lock(&key, LockOptions::new().fencing(true).wait(Duration::from_secs(30)))
+                        .await
+                        .expect("a fenced lock");
+                    // Recorded while held: the order of the records is the order of the holds.
+                    fences.lock().expect("fences").push(guard.fence().expect("a fenced guard has a fence"));
+                    assert!(guard.release().await.expect("release"));
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(60), task).await.expect("all finish").expect("task");
+    }
+    let fences = fences.lock().expect("fences").clone();
+    assert_eq!(fences.len(), 27);
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "fences not strictly increasing: {fences:?}");
+}
+
+/// Several clients run the same ticks: each tick's body runs exactly once, and an old tick is
+/// refused.
+pub(crate) async fn tick_claim(d: &Deployment) {
+    let key = key("tick");
+    let clients: Vec<_> = (0..3).map(|i| d.client(&format!("replica-{i}"))).collect();
+    let base = 1_000_000;
+    for tick in base..base + 4 {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let mut calls = Vec::new();
+        for client in &clients {
+            let (client, key, runs) = (client.clone(), key.clone(), runs.clone());
+            calls.push(tokio::spawn(async move {
+                client
+                    .run_tick(&key, tick, LockOptions::new(), async {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    })
+                    .await
+                    .expect("run_tick answers")
+            }));
+        }
+        let mut ran = 0;
+        for call in calls {
+            match call.await.expect("task") {
+                TickRun::Ran(()) => ran += 1,
+                TickRun::ClaimedElsewhere { .. } | TickRun::Held { .. } => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(ran, 1, "tick {tick} ran {ran} times");
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "tick {tick}'s body ran once");
+    }
+    let late = clients[0].run_tick(&key, base + 1, LockOptions::new(), async {}).await.expect("answers");
+    assert!(matches!(late, TickRun::ClaimedElsewhere { last_tick } if last_tick == base + 3), "{late:?}");
+}
