@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p lockbench -- [--quick] [--explain] [--only s1,s2,s3,s4] [--json FILE]
+//! cargo run --release -p lockbench -- --cluster [--quick]   # S1 on a 3-master cluster
 //! ```
 //!
 //! Uses the Redis at `REDIS_URL` if set, else starts a private `redis-server` from `PATH` on a

@@ -228,7 +228,7 @@ pub(crate) fn is_connection_error(e: &RedisError) -> bool {
 }
 
 /// Errors that may go away by themselves: connection trouble, or a server that is loading its
-/// data or failing over. An authentication failure is not one of them: retrying a wrong
+/// data or failing over (a cluster that is down, Sentinel naming no healthy master). An authentication failure is not one of them: retrying a wrong
 /// password until a deadline only hides the real problem.
 pub(crate) fn is_transient(e: &RedisError) -> bool {
     if is_auth_error(e) {
@@ -239,8 +239,15 @@ pub(crate) fn is_transient(e: &RedisError) -> bool {
         || matches!(
             e.kind(),
             ErrorKind::Server(
-                ServerErrorKind::BusyLoading | ServerErrorKind::TryAgain | ServerErrorKind::MasterDown
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::ClusterDown
             )
+            // No sentinel names a healthy master: during a failover the old one is marked
+            // down until a replica is promoted. (A misspelt master name reads the same: it
+            // then persists, and the error names the master looked for.)
+            | ErrorKind::MasterNameNotFoundBySentinel
         )
 }
 

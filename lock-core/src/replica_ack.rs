@@ -6,6 +6,12 @@
 //! failover may still promote a replica that had not (Sentinel and Cluster pick by replication
 //! offset, not by who acknowledged). It is not consensus. For correctness across a failover,
 //! use fencing tokens and have the store reject stale writers.
+//!
+//! `WAIT` counts the writes of the connection it is sent on, so it goes on the connection
+//! that wrote the lock, which every lock command of the client shares; Redis runs nothing else
+//! from that connection until `WAIT` returns. While replicas lag, each acquisition therefore
+//! holds up this client's other lock commands for up to the timeout: keep it short. Renewals
+//! are not followed by `WAIT` for that reason (they would stall every few seconds).
 
 use std::time::Duration;
 
@@ -39,7 +45,8 @@ pub struct ReplicaAck {
     /// Replicas that must acknowledge (`WAIT`'s first argument); at least 1.
     pub replicas: u32,
     /// How long to wait for them (`WAIT`'s timeout); must be shorter than the client's
-    /// command timeout.
+    /// command timeout. While replicas lag, the client's other lock commands wait behind each
+    /// `WAIT` for up to this long: tens to a few hundred milliseconds.
     pub timeout: Duration,
     /// What a shortfall does to an acquisition.
     pub on_shortfall: AckShortfall,

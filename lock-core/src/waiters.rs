@@ -127,6 +127,10 @@ struct Channel {
     /// Whether Redis confirmed that subscription; until then a waiter subscribes again
     /// (SUBSCRIBE is idempotent), so a cancelled SUBSCRIBE cannot leave others deaf.
     confirmed: bool,
+    /// When the last waiter left, if nobody waits now. The subscription goes only after a
+    /// whole [`LINGER`] without waiters: a task that holds the lock briefly between waits
+    /// must not pay a SUBSCRIBE round trip for each.
+    idle_since: Option<std::time::Instant>,
 }
 
 #[derive(Debug)]
@@ -173,7 +177,7 @@ impl Waiters {
 
     /// Registers a waiter for `key` that waits with `token`.
     pub(crate) fn register(&self, key: &str, token: &str) -> Ticket {
-        let channel = keys::release_channel(key, token);
+        let name = keys::release_channel(key, token);
         let mut state = lock_unpoisoned(&self.shared.state);
         state.next_slot += 1;
         let slot = Arc::new(Slot {
@@ -182,18 +186,16 @@ impl Waiters {
             handed: AtomicBool::new(false),
             notify: Notify::new(),
         });
-        state
-            .channels
-            .entry(channel.clone())
-            .or_insert_with(|| Channel {
-                key: key.to_owned(),
-                slots: HashMap::new(),
-                subscribed: None,
-                confirmed: false,
-            })
-            .slots
-            .insert(token.to_owned(), slot.clone());
-        Ticket { shared: self.shared.clone(), channel, token: token.to_owned(), slot }
+        let channel = state.channels.entry(name.clone()).or_insert_with(|| Channel {
+            key: key.to_owned(),
+            slots: HashMap::new(),
+            subscribed: None,
+            confirmed: false,
+            idle_since: None,
+        });
+        channel.idle_since = None;
+        channel.slots.insert(token.to_owned(), slot.clone());
+        Ticket { shared: self.shared.clone(), channel: name, token: token.to_owned(), slot }
     }
 
     /// The number of channels with waiters or a subscription, and the number of waiting
@@ -283,6 +285,7 @@ impl Drop for Ticket {
             channel.slots.remove(&self.token);
         }
         if channel.slots.is_empty() {
+            channel.idle_since = Some(std::time::Instant::now());
             if channel.subscribed.is_none() {
                 state.channels.remove(&self.channel);
             } else if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -419,13 +422,14 @@ impl Shared {
         tracing::debug!("lock pub/sub connection closed");
     }
 
-    /// Unsubscribes from `channel` if its queue is still empty once the connection is ours.
+    /// Unsubscribes from `channel` if nobody has waited on it for [`LINGER`].
     async fn unsubscribe_if_idle(&self, channel: String) {
         let mut conn = self.conn.lock().await;
         let subscribed = {
             let mut state = lock_unpoisoned(&self.state);
             match state.channels.get(&channel) {
-                Some(c) if c.slots.is_empty() => {
+                // Idle for the whole linger (a later leaver's own timer handles a shorter idle).
+                Some(c) if c.slots.is_empty() && c.idle_since.is_some_and(|t| t.elapsed() >= LINGER) => {
                     let subscribed = c.subscribed;
                     state.channels.remove(&channel);
                     subscribed.filter(|g| state.live == Some(*g))

@@ -134,6 +134,17 @@ async fn sentinel_client_follows_a_failover_without_being_rebuilt() {
     let guard =
         locks.try_lock("lock:sentinel:before", LockOptions::new()).await.expect("locked on the master");
     assert!(guard.release().await.expect("released"));
+    // A lock held across the failover, and another client's caller waiting for it all along:
+    // the failover window (no sentinel names a healthy master) is waited through, not an error.
+    let held = locks.try_lock("lock:sentinel:held", LockOptions::new()).await.expect("locked");
+    let other = client(&url, "pod-other");
+    let waiter = {
+        let other = other.clone();
+        tokio::spawn(async move {
+            other.lock("lock:sentinel:held", LockOptions::new().wait(Duration::from_secs(30))).await
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || other.stats().waiters_on("lock:sentinel:held") == 1).await);
 
     let promoted = tokio::task::spawn_blocking(move || {
         let promoted = group.kill_master().map(|(_, port)| port);
@@ -142,6 +153,12 @@ async fn sentinel_client_follows_a_failover_without_being_rebuilt() {
     let (group, promoted) = promoted.await.expect("failover");
     let promoted = promoted.expect("the replica is promoted");
     assert_ne!(before, group.master_url());
+
+    // The holder's release (or, had the key been lost, its expiry) lets the waiter in.
+    let _ = held.release().await;
+    let got = tokio::time::timeout(Duration::from_secs(30), waiter).await.expect("in time").expect("task");
+    let got = got.unwrap_or_else(|e| panic!("the waiter waited through the failover: {e}"));
+    assert!(got.release().await.expect("released"));
 
     // The same client, not rebuilt: it finds the new master through the sentinels.
     let key = "lock:sentinel:after";
@@ -249,6 +266,12 @@ async fn cluster_client_locks_waits_and_renews_across_nodes() {
     );
     assert!(cluster.cli_for_key(&key, &["GET", &key]).starts_with("pod-b:"));
     assert!(handed.release().await.expect("released"));
+    // Its last waiter gone, the client leaves the shard channel (SUNSUBSCRIBE).
+    let left = wait_until(Duration::from_secs(5), || {
+        cluster.cli_for_key(&key, &["PUBSUB", "SHARDCHANNELS", &format!("{prefix}*")]).is_empty()
+    })
+    .await;
+    assert!(left, "the shard channel of {key} was left");
 
     for (guard, key) in guards.into_iter().zip(keys.iter().filter(|k| **k != key)) {
         assert!(guard.release().await.expect("released"));

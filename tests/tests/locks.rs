@@ -366,8 +366,12 @@ async fn waiters_of_one_client_take_turns_in_arrival_order() {
             order.lock().unwrap().push(i);
             guard.release().await.unwrap();
         }));
-        // Each waiter is queued before the next one starts.
-        assert!(wait_until(Duration::from_secs(2), || a.stats().waiters_on(&k("lock:fifo")) == i + 1).await);
+        // Each waiter is queued in Redis (where arrival order is decided) before the next starts.
+        let queue = format!("{{{}}}:waiters", k("lock:fifo"));
+        assert!(
+            wait_until(Duration::from_secs(2), || server.cli(&["LLEN", &queue]) == (i + 1).to_string()).await
+        );
+        assert_eq!(a.stats().waiters_on(&k("lock:fifo")), i + 1);
     }
     first.release().await.unwrap();
     for t in tasks {
