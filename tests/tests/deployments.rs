@@ -9,6 +9,16 @@ use tests::harness::{
     wait_until_blocking,
 };
 
+/// `SET key value` then `WAIT 1 2000` on the same connection (WAIT counts the replicas that
+/// acknowledged this connection's writes; on a fresh connection it would prove nothing);
+/// returns how many acknowledged.
+fn set_and_wait(url: &str, key: &str, value: &str) -> i64 {
+    use deadpool_redis::redis;
+    let mut con = redis::Client::open(url).and_then(|c| c.get_connection()).expect("connect");
+    let () = redis::cmd("SET").arg(key).arg(value).query(&mut con).expect("SET");
+    redis::cmd("WAIT").arg(1).arg(2000).query(&mut con).expect("WAIT")
+}
+
 /// Runs `start` and prints how long it took.
 fn timed<T>(what: &str, start: impl FnOnce() -> T) -> T {
     let started = Instant::now();
@@ -30,14 +40,14 @@ fn cluster_forms_routes_keys_and_fails_over() {
     let key = "lock:deployments:cluster";
     assert_eq!(cluster.slot_of(key), cluster.slot_of("{lock:deployments:cluster}:fence"));
     let master = cluster.master_for_key(key);
-    assert_eq!(query(&master, &["SET", key, "owner"]).expect("SET on the key's master"), "OK");
+    assert_eq!(set_and_wait(&master, key, "owner"), 1, "the replica acknowledged the write");
     let other = masters.iter().find(|m| **m != master).expect("another master");
     let moved = query(other, &["GET", key]).expect_err("GET on a master that does not serve the slot");
     assert!(moved.to_string().to_lowercase().contains("moved"), "{moved}");
 
-    // The replica has the key (WAIT: the write reached it), and is promoted when the master dies.
+    // The replica has the key (WAIT above: the write reached it), and is promoted when the
+    // master dies.
     let replica = cluster.replica_of(&master).expect("the master has a replica");
-    assert_eq!(cluster.cli_for_key(key, &["WAIT", "1", "2000"]), "1");
     let pid = cluster.pid(&master).expect("the master runs");
     let started = Instant::now();
     let promoted = cluster.kill_master(&master).expect("failover");
@@ -57,8 +67,7 @@ fn sentinel_group_reports_the_master_and_fails_over() {
     assert_eq!(group.sentinel_addrs().len(), 3);
     let (_, before) = group.master_addr();
     let master = group.master_url();
-    assert_eq!(query(&master, &["SET", "lock:deployments:sentinel", "owner"]).expect("SET"), "OK");
-    assert_eq!(query(&master, &["WAIT", "1", "2000"]).expect("WAIT"), "1");
+    assert_eq!(set_and_wait(&master, "lock:deployments:sentinel", "owner"), 1, "the replica acknowledged");
     for sentinel in group.sentinel_urls() {
         let addr =
             query(&sentinel, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", group.master_name()]).expect("ask");

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use lock_core::{LockClient, LockError, LockOptions, ReplicaAck};
 use tests::harness::{RedisCluster, RedisSentinelGroup, init_tracing, query, wait_until};
 
-/// Command timeout of the clients: a failover makes commands fail; they must fail fast.
-const COMMAND_TIMEOUT: Duration = Duration::from_millis(500);
+/// Command timeout of the clients: a failover makes commands fail; they must fail fast, but
+/// not so fast that a busy machine fails them.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(1);
 /// Liveness TTL: longer than a failover (about 2.5 s) plus the client's rediscovery, so a
 /// holder that keeps its key also keeps its liveness lease across the failover.
 const LIVENESS_TTL: Duration = Duration::from_secs(10);
@@ -23,7 +24,7 @@ const LIVENESS_TTL: Duration = Duration::from_secs(10);
 const WAIT: Duration = Duration::from_secs(60);
 
 /// A client of `url` with the timings above, with replica acknowledgement (1 replica within
-/// 300 ms, else the acquisition fails) when `ack`.
+/// 500 ms, else the acquisition fails) when `ack`.
 fn client(url: &str, instance: &str, ack: bool) -> LockClient {
     let mut builder = LockClient::builder()
         .url(url)
@@ -31,7 +32,7 @@ fn client(url: &str, instance: &str, ack: bool) -> LockClient {
         .command_timeout(COMMAND_TIMEOUT)
         .liveness_ttl(LIVENESS_TTL);
     if ack {
-        builder = builder.replica_ack(ReplicaAck::new(1, Duration::from_millis(300)));
+        builder = builder.replica_ack(ReplicaAck::new(1, Duration::from_millis(500)));
     }
     builder.build().unwrap_or_else(|e| panic!("client of {url}: {e}"))
 }
@@ -237,14 +238,21 @@ async fn failover_mid_hold<D: Failover>(mut deployment: D, name: &str, ack: bool
             );
         }
     }
-    if holder_kept && !holder_told {
-        // Never two holders: while the holder kept the lock, no waiter got it.
-        for w in &waited {
-            if let Waited::Got { after_release_ms, .. } = w {
-                assert!(*after_release_ms >= 0, "a waiter got the lock while the holder held it: {waited:?}");
-            }
-        }
+    // Never two holders while the lock survived: no waiter got it before the holder released
+    // it. (When the promoted master does not have the key, a second holder is the documented
+    // failover window: the test records it.)
+    let second_holder =
+        waited.iter().any(|w| matches!(w, Waited::Got { after_release_ms, .. } if *after_release_ms < 0));
+    if second_holder {
+        eprintln!(
+            "{name}: a waiter got the lock before the holder released it (key survived: {key_survived}, \
+             holder kept: {holder_kept}, told: {holder_told}): {waited:?}"
+        );
     }
+    assert!(
+        !(key_survived && second_holder),
+        "two holders although the lock survived the failover: {waited:?}"
+    );
 
     // The same clients work without being rebuilt. With `WAIT` and no replica left on the
     // key's shard, an acquisition there falls short: it fails and leaves no lock behind.
@@ -271,10 +279,18 @@ async fn failover_mid_hold<D: Failover>(mut deployment: D, name: &str, ack: bool
         .await
         .expect("restore a replica");
     }
-    let again = holder
-        .lock(&again_key, LockOptions::new())
-        .await
-        .expect("the holder's client works after the failover");
+    // A shortfall is transient (README): right after the replica is back, retry until it counts.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let again = loop {
+        match holder.lock(&again_key, LockOptions::new()).await {
+            Ok(guard) => break guard,
+            Err(e @ LockError::ReplicaAck { .. }) if Instant::now() < deadline => {
+                eprintln!("{name}: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("the holder's client works after the failover: {e}"),
+        }
+    };
     assert_eq!(query(&deployment.master_for(&again_key), &["GET", &again_key]).expect("GET"), again.token());
     assert!(again.release().await.expect("release"));
     let other = others
@@ -296,11 +312,19 @@ async fn failover_mid_hold<D: Failover>(mut deployment: D, name: &str, ack: bool
 }
 
 /// With replica acknowledgement the lock is on the promoted master with the holder's token,
-/// the holder keeps it, and its release reports it as its own.
+/// the holder keeps it, its release reports it as its own, and the waiters, who waited through
+/// the failover, get it in turn after that release.
 fn assert_survived(outcome: &Outcome) {
     assert!(outcome.key_survived, "WAIT: the lock must survive the failover: {outcome:#?}");
     assert!(outcome.holder_kept && !outcome.holder_told, "the holder keeps its lock: {outcome:#?}");
     assert_eq!(outcome.release, Ok(true), "{outcome:#?}");
+    assert!(
+        outcome
+            .waiters
+            .iter()
+            .all(|w| matches!(w, Waited::Got { after_release_ms, .. } if *after_release_ms >= 0)),
+        "waiters wait through the failover and get the lock after the release: {outcome:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
