@@ -79,7 +79,7 @@ pub struct HistoryEntry {
     pub slot: Option<DateTime<Utc>>,
     /// The instance that recorded it.
     pub instance: String,
-    /// The outcome's label (`ran`, `failed`, `cancelled`, `missed`, `skipped: paused`).
+    /// The outcome's label (`ran`, `failed`, `cancelled`, `timed out`, `missed`, `skipped: paused`).
     pub outcome: String,
     /// How long the run took.
     pub duration: Duration,
@@ -256,6 +256,9 @@ pub(crate) async fn record(
         }
         RunOutcome::Missed(n) => {
             xadd.arg("error").arg(format!("{n} slot(s) missed"));
+        }
+        RunOutcome::TimedOut(limit) => {
+            xadd.arg("error").arg(format!("ran longer than its maximum run time of {limit:?}"));
         }
         _ => {}
     }

@@ -19,6 +19,12 @@ pub const ON_TIME: Duration = Duration::from_secs(1);
 /// the most recent one (missed-slot counts are exact up to this number).
 const MAX_SCAN: u64 = 10_000;
 
+/// The latest a slot may still be run: a day less than the time a claimed tick is
+/// remembered in Redis ([`lock_core::tick::TICK_TTL`]), so a slot that late cannot have
+/// been forgotten by Redis and run twice.
+pub(crate) const MAX_CATCH_UP: Duration =
+    Duration::from_secs(lock_core::tick::TICK_TTL.as_secs() - 24 * 60 * 60);
+
 /// More than any DST shift (at most two hours anywhere).
 const MAX_DST_SHIFT: TimeDelta = TimeDelta::hours(3);
 
@@ -33,8 +39,9 @@ pub enum CatchUp {
     /// Run a slot only if it is found within [`ON_TIME`] of its time; every later slot is
     /// logged as missed and not run.
     Never,
-    /// Run the most recent missed slot, late, if it is at most this old (at least [`ON_TIME`]);
-    /// older missed slots are logged as missed and not run. At most one late run per stall,
+    /// Run the most recent missed slot, late, if it is at most this old (at least [`ON_TIME`],
+    /// at most 6 days: a claimed tick is remembered for
+    /// [`TICK_TTL`](lock_core::tick::TICK_TTL)); older missed slots are logged as missed and not run. At most one late run per stall,
     /// never a burst.
     Latest(Duration),
 }
@@ -351,7 +358,9 @@ impl Schedule {
         let lateness = (now - latest).to_std().unwrap_or_default();
         let limit = match catch_up {
             CatchUp::Never => ON_TIME,
-            CatchUp::Latest(window) => window.max(ON_TIME),
+            // Capped: a claimed tick is remembered for TICK_TTL, and an older slot must
+            // never be claimed again.
+            CatchUp::Latest(window) => window.max(ON_TIME).min(MAX_CATCH_UP),
         };
         Some(if lateness <= limit {
             Due { run: Some(latest), missed: count - 1, last_missed: previous, floor: latest }
