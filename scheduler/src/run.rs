@@ -1,5 +1,4 @@
-//! One run of one slot of a job on this replica: the wait of a replica that is not the
-//! preferred one, the pause check, the job inside its tick's scope (and its lock), the time
+//! One run of one slot of a job on this replica: the pause check, the job inside its tick's scope (and its lock), the time
 //! limit, and how it went (logged, recorded in the run history, reported).
 
 use std::future::Future;
@@ -16,7 +15,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::control;
+use crate::control::PauseCheck;
 use crate::job::RunContext;
 use crate::report::RunOutcome;
 use crate::scheduler::{JobEntry, Shared};
@@ -36,14 +35,14 @@ impl Running {
     }
 }
 
-/// Spawns the run of `slot` of `job`, fired at `fired_at`. A replica that is not the preferred
-/// one for this job-tick first waits `delay`, so the preferred one claims the tick first.
+/// Spawns the run of `slot` of `job`, fired at `fired_at`; `pause` answers whether the job is
+/// paused.
 pub(crate) fn spawn(
     shared: &Arc<Shared>,
     job: &Arc<JobEntry>,
     slot: DateTime<Utc>,
     fired_at: DateTime<Utc>,
-    delay: Duration,
+    pause: PauseCheck,
 ) -> Running {
     let local = slot.with_timezone(&job.schedule.time_zone());
     let span = tracing::info_span!(
@@ -59,12 +58,9 @@ pub(crate) fn spawn(
     let (shared_, job_) = (shared.clone(), job.clone());
     let handle = tokio::spawn(
         async move {
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
             // Lowered when the run ends or is cancelled (its future dropped).
             let _running = RunningFlag::raise(&job_);
-            run(shared_, job_, ctx, fired_at).await;
+            run(shared_, job_, ctx, fired_at, pause).await;
         }
         .instrument(span.clone()),
     );
@@ -72,7 +68,7 @@ pub(crate) fn spawn(
 }
 
 /// Cancels the run: dropping its future drops its lock guard, which releases the lock.
-/// Returns whether the job's body had started (a run still waiting for its turn is dropped
+/// Returns whether the run had started (one still waiting for its pause check is dropped
 /// without a trace).
 pub(crate) async fn cancel(shared: &Shared, job: &JobEntry, mut run: Running, why: &str) -> bool {
     let started = job.running.load(Ordering::SeqCst);
@@ -128,10 +124,16 @@ impl From<LockError> for Failure {
 type Caught = Result<Result<(), Failure>, Box<dyn std::any::Any + Send>>;
 
 /// One run: the job inside its tick's scope, logged and reported.
-async fn run(shared: Arc<Shared>, job: Arc<JobEntry>, ctx: RunContext, fired_at: DateTime<Utc>) {
+async fn run(
+    shared: Arc<Shared>,
+    job: Arc<JobEntry>,
+    ctx: RunContext,
+    fired_at: DateTime<Utc>,
+    mut pause: PauseCheck,
+) {
     let started = Instant::now();
     let slot = ctx.slot();
-    let outcome = if control::is_paused(&shared.client, &job.name).await {
+    let outcome = if pause.is_paused(&job.name).await {
         RunOutcome::SkippedPaused
     } else {
         match run_in_tick_scope(&shared, &job, ctx).await {

@@ -194,6 +194,7 @@ impl SchedulerBuilder {
                 grace: self.grace,
                 claim_grace: self.claim_grace,
                 registry: Mutex::new(Vec::new()),
+                recorder: control::Recorder::new(),
                 reports,
             }),
             jobs,
@@ -278,6 +279,7 @@ pub(crate) struct Shared {
     pub(crate) members: Arc<Members>,
     /// The jobs scheduled now (those added at runtime included, removed ones not).
     pub(crate) registry: Mutex<Vec<Arc<JobEntry>>>,
+    pub(crate) recorder: control::Recorder,
     pub(crate) reports: broadcast::Sender<RunReport>,
 }
 
@@ -349,15 +351,15 @@ impl Shared {
         duration: Duration,
     ) {
         if control::recorded(outcome) {
-            control::record(
-                &self.client,
-                &job.name,
-                slot.timestamp_millis(),
-                &self.instance,
-                outcome,
-                duration,
-            )
-            .await;
+            self.recorder
+                .record(control::Record {
+                    job: job.name.clone(),
+                    tick: slot.timestamp_millis(),
+                    instance: self.instance.clone(),
+                    outcome: outcome.clone(),
+                    duration,
+                })
+                .await;
         }
     }
 }
@@ -426,6 +428,7 @@ impl Scheduler {
     pub async fn start(self) -> Result<SchedulerHandle, SchedulerError> {
         let (state_tx, state_rx) = watch::channel(State::Running);
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+        self.shared.recorder.start(self.shared.client.clone());
         if let Err(e) = self.shared.members.announce(&self.shared.client).await {
             tracing::warn!(
                 instance = %self.shared.instance,

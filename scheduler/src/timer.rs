@@ -7,7 +7,7 @@
 //! wall clock (a suspended VM, an NTP correction) recomputes every job's next slot.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::control::PauseCheck;
 use crate::report::RunOutcome;
 use crate::run::{self, Running};
 use crate::schedule::Due;
@@ -28,6 +29,10 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// A difference between wall-clock and monotonic time elapsed larger than this is a step of
 /// the wall clock (timers fire within milliseconds; a busy runtime delays both clocks alike).
 const JUMP: TimeDelta = TimeDelta::milliseconds(500);
+
+/// Slots are whole seconds, so a slot found less than this late is the only one due (and it
+/// is on time: [`ON_TIME`](crate::ON_TIME) is a second too).
+const ONLY_DUE: TimeDelta = TimeDelta::seconds(1);
 
 /// What a run in flight became when the scheduler stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +73,7 @@ pub(crate) fn spawn(
         jobs: HashMap::with_capacity(jobs.len()),
         queue: BinaryHeap::with_capacity(jobs.len()),
         seq: 0,
+        deferred: VecDeque::new(),
         orphans: Vec::new(),
         state,
         commands: Some(commands),
@@ -89,6 +95,16 @@ struct Scheduled {
     /// Identifies this job's live entry in the queue (older entries are stale).
     seq: u64,
     current: Option<Running>,
+    /// A slot this replica is not preferred for, waiting for the claim grace to try it.
+    deferred: Option<DateTime<Utc>>,
+}
+
+/// A slot to try once the claim grace is over (if the preferred replica has not run it).
+struct Deferred {
+    at: Instant,
+    job: Arc<str>,
+    slot: DateTime<Utc>,
+    fired_at: DateTime<Utc>,
 }
 
 struct Timer {
@@ -97,6 +113,9 @@ struct Timer {
     /// (next slot, seq, job): the earliest slot on top.
     queue: BinaryHeap<Reverse<Queued>>,
     seq: u64,
+    /// Slots waiting for the claim grace, oldest first (the grace is the same for all, so
+    /// they are in time order too).
+    deferred: VecDeque<Deferred>,
     /// Runs in flight of removed jobs, waited for at shutdown.
     orphans: Vec<(Arc<JobEntry>, Running)>,
     /// Wall and monotonic time at the last reading, to notice wall-clock steps.
@@ -116,10 +135,14 @@ impl Timer {
             let now = self.shared.clock.now();
             self.notice_jump(now);
             self.fire_due(now);
-            let wait = match self.queue.peek() {
+            self.start_deferred();
+            let mut wait = match self.queue.peek() {
                 Some(Reverse((next, _, _))) => (*next - now).to_std().unwrap_or_default().min(RECHECK),
                 None => RECHECK,
             };
+            if let Some(first) = self.deferred.front() {
+                wait = wait.min(first.at.saturating_duration_since(Instant::now()));
+            }
             let listening = self.commands.is_some();
             let commands = self.commands.as_mut();
             tokio::select! {
@@ -140,7 +163,7 @@ impl Timer {
     fn add(&mut self, entry: Arc<JobEntry>, floor: DateTime<Utc>) {
         self.seq += 1;
         let name = entry.name.clone();
-        let job = Scheduled { entry, floor, seq: self.seq, current: None };
+        let job = Scheduled { entry, floor, seq: self.seq, current: None, deferred: None };
         if let Some(old) = self.jobs.insert(name.clone(), job) {
             self.orphan(old);
         }
@@ -206,56 +229,122 @@ impl Timer {
         }
     }
 
-    /// Fires every job whose queued slot is due.
+    /// Fires every job whose queued slot is due. Their pause flags are read together, in one
+    /// round trip, while their runs start.
     fn fire_due(&mut self, now: DateTime<Utc>) {
+        let Some(Reverse((first, _, _))) = self.queue.peek() else { return };
+        if *first > now {
+            return;
+        }
+        // Filled below; the check starts once every due job is known.
+        let (tx, pause) = PauseCheck::pending();
+        let (mut fired, mut due) = (Vec::new(), Vec::new());
         while let Some(Reverse((slot, seq, _))) = self.queue.peek() {
             if *slot > now {
                 break;
             }
-            let seq = *seq;
+            let (slot, seq) = (*slot, *seq);
             let Some(Reverse((_, _, name))) = self.queue.pop() else { break };
             if self.jobs.get(&name).is_none_or(|job| job.seq != seq) {
                 continue; // stale: the job was removed or requeued
             }
-            self.fire_job(&name, now);
+            if self.fire_job(&name, slot, now, &pause) {
+                fired.push(name.clone());
+            }
+            due.push(name);
+        }
+        if !fired.is_empty() {
+            PauseCheck::answer(tx, self.shared.client.clone(), fired);
+        }
+        // Next slots only once every due run is on its way: they are what costs CPU here.
+        for name in due {
             self.requeue(&name);
         }
     }
 
     /// Deals with `name`'s slots in `(floor, now]`: reports those missed, fires the one to run.
-    fn fire_job(&mut self, name: &Arc<str>, now: DateTime<Utc>) {
+    /// Returns whether a run started.
+    fn fire_job(
+        &mut self,
+        name: &Arc<str>,
+        queued: DateTime<Utc>,
+        now: DateTime<Utc>,
+        pause: &PauseCheck,
+    ) -> bool {
         let shared = self.shared.clone();
-        let Some(job) = self.jobs.get_mut(name) else { return };
-        let Some(due) = job.entry.schedule.due(job.floor, now, job.entry.catch_up) else { return };
-        job.floor = due.floor;
-        report_missed(&shared, &job.entry, &due, now);
-        let Some(slot) = due.run else { return };
-        if let Some(running) = job.current.as_ref()
-            && !running.is_finished()
-        {
+        let Some(job) = self.jobs.get_mut(name) else { return false };
+        let slot = if now - queued < ONLY_DUE {
+            // The queued slot is the first after the floor, and the next one is at least a
+            // second after it: it is the only one due, and on time.
+            job.floor = queued;
+            queued
+        } else {
+            let Some(due) = job.entry.schedule.due(job.floor, now, job.entry.catch_up) else { return false };
+            job.floor = due.floor;
+            report_missed(&shared, &job.entry, &due, now);
+            let Some(slot) = due.run else { return false };
+            slot
+        };
+        let busy = match (&job.current, job.deferred) {
+            (_, Some(waiting)) => Some(waiting),
+            (Some(running), None) if !running.is_finished() => Some(running.slot),
+            _ => None,
+        };
+        if let Some(busy) = busy {
             let local = |t: DateTime<Utc>| t.with_timezone(&job.entry.schedule.time_zone()).to_rfc3339();
             tracing::info!(
                 job = %name,
                 tick = %local(slot),
-                running_tick = %local(running.slot),
+                running_tick = %local(busy),
                 outcome = "skipped: still running",
                 "the previous run is still running on this instance, skipping this tick"
             );
             shared.report(&job.entry, slot, now, RunOutcome::SkippedStillRunning, Duration::ZERO);
-            return;
+            return false;
         }
         // The preferred replica claims at once, the others after the grace: a live preferred
         // replica wins; a dead or slow one costs the grace, never the tick. A job known to take
         // no lock runs everywhere anyway: no point waiting.
         let preferred = job.entry.warned_unlocked.load(std::sync::atomic::Ordering::Relaxed)
             || shared.members.preferred(name, slot.timestamp_millis());
-        let delay = if preferred { Duration::ZERO } else { shared.claim_grace };
-        job.current = Some(run::spawn(&shared, &job.entry, slot, now, delay));
+        if !preferred && !shared.claim_grace.is_zero() {
+            job.deferred = Some(slot);
+            let at = Instant::now() + shared.claim_grace;
+            self.deferred.push_back(Deferred { at, job: name.clone(), slot, fired_at: now });
+            return false;
+        }
+        job.current = Some(run::spawn(&shared, &job.entry, slot, now, pause.clone()));
+        true
+    }
+
+    /// Starts the runs whose claim grace is over, their pause flags read together.
+    fn start_deferred(&mut self) {
+        let now = Instant::now();
+        if self.deferred.front().is_none_or(|d| d.at > now) {
+            return;
+        }
+        let (tx, pause) = PauseCheck::pending();
+        let mut started = Vec::new();
+        while let Some(first) = self.deferred.front()
+            && first.at <= now
+        {
+            let Some(d) = self.deferred.pop_front() else { break };
+            let Some(job) = self.jobs.get_mut(&d.job) else { continue };
+            if job.deferred != Some(d.slot) {
+                continue; // the job was removed and added again
+            }
+            job.deferred = None;
+            job.current = Some(run::spawn(&self.shared, &job.entry, d.slot, d.fired_at, pause.clone()));
+            started.push(d.job);
+        }
+        if !started.is_empty() {
+            PauseCheck::answer(tx, self.shared.client.clone(), started);
+        }
     }
 
     /// At shutdown: waits for the runs in flight until the deadline (which a forced shutdown
-    /// moves to now), then cancels the rest. Runs still waiting for their turn to claim are
-    /// dropped at once.
+    /// moves to now), then cancels the rest. Slots still waiting for their claim grace are
+    /// dropped (another replica runs them, or nobody: the scheduler is stopping).
     async fn finish_runs(&mut self, mut deadline: Instant) -> Vec<RunExit> {
         let mut pending: Vec<(Arc<JobEntry>, Running)> = std::mem::take(&mut self.orphans);
         for (_, job) in self.jobs.drain() {
