@@ -7,6 +7,7 @@
 //! | key | type | content | expiry |
 //! |---|---|---|---|
 //! | `scheduler:{job:<name>}:paused` | string | who paused it and when | none while paused (deleted by resume) |
+//! | `scheduler:{job:<name>}:missed` | string | the latest missed slot recorded (so replicas record it once) | 7 days |
 //! | `scheduler:{job:<name>}:history` | stream | one entry per run: `tick`, `slot`, `instance`, `outcome`, `duration_ms`, `error` | [`HISTORY_TTL`] after the last entry; capped at about [`HISTORY_LEN`] entries |
 //!
 //! ```no_run
@@ -20,7 +21,7 @@
 //! ```
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -361,6 +362,63 @@ pub(crate) async fn paused_among(client: &LockClient, jobs: &[Arc<str>]) -> Hash
 
 /// The sending side of a [`PauseCheck`].
 pub(crate) struct PauseAnswer(watch::Sender<Option<Arc<HashSet<Arc<str>>>>>);
+
+/// The last ticks claimed with the locks `keys`, in one pipelined round trip (`None`: none, or
+/// forgotten after [`TICK_TTL`](lock_core::tick::TICK_TTL)).
+pub(crate) async fn last_ticks(client: &LockClient, keys: &[&str]) -> Result<Vec<Option<i64>>, ControlError> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    for key in keys {
+        let tick_key = lock_core::inspect::keys_of(key)
+            .map_err(|_| ControlError::InvalidJob("the job's lock key is invalid"))?
+            .tick;
+        pipe.cmd("GET").arg(tick_key);
+    }
+    query(client, "reading the jobs' last claimed ticks", &pipe).await
+}
+
+/// Which of `keys` are locked right now, in one pipelined round trip (`None`: Redis failed).
+pub(crate) async fn held_among(client: &LockClient, keys: &[String]) -> Option<Vec<bool>> {
+    let mut pipe = redis::pipe();
+    for key in keys {
+        pipe.cmd("EXISTS").arg(key);
+    }
+    let held: Vec<i64> = query(client, "checking which locks are held", &pipe).await.ok()?;
+    Some(held.into_iter().map(|n| n == 1).collect())
+}
+
+/// KEYS: the job's missed-slots marker. ARGV: the latest missed tick, TTL ms. Sets the marker
+/// to the tick unless it already holds it or a later one: 1 if set.
+static MISSED: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local seen = redis.call('GET', KEYS[1])
+if seen and tonumber(seen) >= tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+",
+    )
+});
+
+/// Whether this replica is the one to record the missed slots ending at `tick` in `job`'s
+/// history: replicas that find the same missed slots agree through Redis, so they are
+/// recorded once. A Redis failure answers yes (recorded, perhaps twice, rather than lost).
+pub(crate) async fn first_to_record_missed(client: &LockClient, job: &str, tick: i64) -> bool {
+    let Ok(key) = history_key(job) else { return false };
+    let key = key.replace("}:history", "}:missed");
+    let call = async {
+        let mut conn = client.pool().get().await.map_err(|e| e.to_string())?;
+        let mut invocation = MISSED.key(&key);
+        invocation.arg(tick).arg(lock_core::tick::TICK_TTL.as_millis() as u64);
+        invocation.invoke_async::<i64>(&mut conn).await.map_err(|e| e.to_string())
+    };
+    match tokio::time::timeout(TIMEOUT, call).await {
+        Ok(Ok(set)) => set == 1,
+        _ => true,
+    }
+}
 
 /// The answer of one [`paused_among`] check, shared by the runs it was made for.
 #[derive(Clone)]

@@ -22,7 +22,7 @@ use crate::scheduler::{JobEntry, Shared};
 
 /// A run in flight for a job on this replica.
 pub(crate) struct Running {
-    pub(crate) handle: JoinHandle<()>,
+    pub(crate) handle: JoinHandle<RunOutcome>,
     pub(crate) slot: DateTime<Utc>,
     pub(crate) fired_at: DateTime<Utc>,
     pub(crate) span: tracing::Span,
@@ -60,7 +60,7 @@ pub(crate) fn spawn(
         async move {
             // Lowered when the run ends or is cancelled (its future dropped).
             let _running = RunningFlag::raise(&job_);
-            run(shared_, job_, ctx, fired_at, pause).await;
+            run(shared_, job_, ctx, fired_at, pause).await
         }
         .instrument(span.clone()),
     );
@@ -130,21 +130,32 @@ async fn run(
     ctx: RunContext,
     fired_at: DateTime<Utc>,
     mut pause: PauseCheck,
-) {
+) -> RunOutcome {
     let started = Instant::now();
     let slot = ctx.slot();
     let outcome = if pause.is_paused(&job.name).await {
         RunOutcome::SkippedPaused
     } else {
         match run_in_tick_scope(&shared, &job, ctx).await {
-            (Some(caught), lock_outcome) => classify(&job, caught, lock_outcome),
+            (Some(caught), lock_outcome) => {
+                // Held and claimed ticks are contention, reported as such; this is Redis (or
+                // the pool) failing to answer.
+                let redis_failed = matches!(lock_outcome, Some(TickOutcome::LockFailed(_)));
+                if redis_failed {
+                    // Nobody may have run this slot: once Redis answers, the last claimed tick
+                    // says which slots were missed.
+                    shared.request_resync(&job.name);
+                }
+                classify(&job, caught, lock_outcome)
+            }
             (None, _) => RunOutcome::TimedOut(job.max_run_time.unwrap_or_default()),
         }
     };
     let duration = started.elapsed();
     log_outcome(&job, slot, &outcome, duration);
     shared.record(&job, slot, &outcome, duration).await;
-    shared.report(&job, slot, fired_at, outcome, duration);
+    shared.report(&job, slot, fired_at, outcome.clone(), duration);
+    outcome
 }
 
 /// Runs the job's future inside `tick::scope(tick)` (so the outermost lock claims the tick),

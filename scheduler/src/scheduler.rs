@@ -195,6 +195,7 @@ impl SchedulerBuilder {
                 claim_grace: self.claim_grace,
                 registry: Mutex::new(Vec::new()),
                 recorder: control::Recorder::new(),
+                resync: std::sync::OnceLock::new(),
                 reports,
             }),
             jobs,
@@ -280,6 +281,8 @@ pub(crate) struct Shared {
     /// The jobs scheduled now (those added at runtime included, removed ones not).
     pub(crate) registry: Mutex<Vec<Arc<JobEntry>>>,
     pub(crate) recorder: control::Recorder,
+    /// Asks the timer to re-read a job's last claimed tick (set when the timer starts).
+    pub(crate) resync: std::sync::OnceLock<mpsc::UnboundedSender<Arc<str>>>,
     pub(crate) reports: broadcast::Sender<RunReport>,
 }
 
@@ -289,6 +292,13 @@ impl Shared {
         match self.registry.lock() {
             Ok(jobs) => jobs.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Asks the timer to re-read `job`'s last claimed tick once Redis answers.
+    pub(crate) fn request_resync(&self, job: &Arc<str>) {
+        if let Some(tx) = self.resync.get() {
+            let _ = tx.send(job.clone());
         }
     }
 
@@ -441,7 +451,17 @@ impl Scheduler {
         // Slots up to now are not ours, whenever the timer first gets to run.
         let started = truncate(self.shared.clock.now());
         self.shared.with_registry(|registry| registry.clone_from(&self.jobs));
-        let timer = timer::spawn(self.shared.clone(), self.jobs.clone(), started, state_rx, commands_rx);
+        let (resync_tx, resync_rx) = mpsc::unbounded_channel();
+        let _ = self.shared.resync.set(resync_tx);
+        let floors = timer::first_floors(&self.shared, &self.jobs, started).await;
+        let timer = timer::spawn(
+            self.shared.clone(),
+            self.jobs.clone(),
+            started,
+            floors,
+            state_rx,
+            timer::Inputs { commands: commands_rx, resync: resync_rx },
+        );
         tracing::info!(
             instance = %self.shared.instance,
             jobs = self.jobs.len(),

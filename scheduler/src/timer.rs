@@ -17,10 +17,10 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::control::PauseCheck;
+use crate::control::{self, PauseCheck};
 use crate::report::RunOutcome;
 use crate::run::{self, Running};
-use crate::schedule::Due;
+use crate::schedule::{Due, MAX_CATCH_UP};
 use crate::scheduler::{JobEntry, Shared, State};
 
 /// Longest sleep between readings of the wall clock: a clock step is noticed within this.
@@ -58,15 +58,29 @@ pub(crate) enum Command {
     Remove(Arc<str>),
 }
 
-/// Spawns the timer of a scheduler whose slots before `started` are not its own.
+/// What the timer listens to besides the clock and the scheduler's state.
+pub(crate) struct Inputs {
+    /// Jobs added and removed.
+    pub(crate) commands: mpsc::UnboundedReceiver<Command>,
+    /// Jobs whose last claimed tick should be re-read (their runs could not reach Redis).
+    pub(crate) resync: mpsc::UnboundedReceiver<Arc<str>>,
+}
+
+/// Spawns the timer of a scheduler started at `started`. `floors` are the jobs' first floors
+/// (their last claimed ticks, for the slots since then, which nobody ran, to go through the
+/// jobs' [`CatchUp`](crate::CatchUp) policies; `started` when unknown), `None` when they
+/// could not be read (then each job reads its own in the background).
 pub(crate) fn spawn(
     shared: Arc<Shared>,
     jobs: Vec<Arc<JobEntry>>,
     started: DateTime<Utc>,
+    floors: Option<Vec<DateTime<Utc>>>,
     state: watch::Receiver<State>,
-    commands: mpsc::UnboundedReceiver<Command>,
+    inputs: Inputs,
 ) -> JoinHandle<Vec<RunExit>> {
     let span = tracing::info_span!(parent: None, "scheduler", instance = %shared.instance);
+    let (synced_tx, synced) = mpsc::unbounded_channel();
+    let (held_tx, held) = mpsc::unbounded_channel();
     let mut timer = Timer {
         anchor: (shared.clock.now(), Instant::now()),
         shared,
@@ -76,13 +90,60 @@ pub(crate) fn spawn(
         deferred: VecDeque::new(),
         orphans: Vec::new(),
         state,
-        commands: Some(commands),
+        commands: Some(inputs.commands),
+        resync: inputs.resync,
+        synced_tx,
+        synced,
+        backlogged: Vec::new(),
+        held_tx,
+        held,
+        held_checks: Vec::new(),
     };
-    for job in jobs {
-        timer.add(job, started);
+    let known = floors.is_some();
+    let floors = floors.unwrap_or_default();
+    for (i, job) in jobs.into_iter().enumerate() {
+        let name = job.name.clone();
+        timer.add(job, floors.get(i).copied().unwrap_or(started).min(started));
+        if !known {
+            timer.start_resync(&name);
+        }
     }
     tokio::spawn(timer.drive().instrument(span))
 }
+
+/// The first floor of each job: its last claimed tick if older than `started` (at most
+/// [`MAX_CATCH_UP`] before it), else `started`. `None` if Redis could not tell.
+pub(crate) async fn first_floors(
+    shared: &Shared,
+    jobs: &[Arc<JobEntry>],
+    started: DateTime<Utc>,
+) -> Option<Vec<DateTime<Utc>>> {
+    let keys: Vec<&str> = jobs.iter().filter_map(|j| j.lock.as_ref().map(|l| l.key.as_str())).collect();
+    let lasts = match control::last_ticks(&shared.client, &keys).await {
+        Ok(lasts) => lasts,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the jobs' last claimed ticks; retrying in the background");
+            return None;
+        }
+    };
+    let oldest = started - TimeDelta::from_std(MAX_CATCH_UP).unwrap_or(TimeDelta::MAX);
+    let mut lasts = lasts.into_iter();
+    Some(
+        jobs.iter()
+            .map(|job| {
+                let last = if job.lock.is_some() { lasts.next().flatten() } else { None };
+                match last.and_then(DateTime::from_timestamp_millis) {
+                    Some(last) if last < started => last.max(oldest),
+                    _ => started,
+                }
+            })
+            .collect(),
+    )
+}
+
+/// How many times a missed slot is tried again while another replica holds the job's lock
+/// (once a second), before it is given up.
+const HELD_RETRIES: u32 = 30;
 
 /// A queue entry: a job's next slot, the job's `seq` when it was queued, the job.
 type Queued = (DateTime<Utc>, u64, Arc<str>);
@@ -97,6 +158,13 @@ struct Scheduled {
     current: Option<Running>,
     /// A slot this replica is not preferred for, waiting for the claim grace to try it.
     deferred: Option<DateTime<Utc>>,
+    /// Missed slots to run one at a time, oldest first ([`CatchUp::Each`](crate::CatchUp::Each)),
+    /// and new slots due meanwhile (after them, to keep ticks in order).
+    backlog: VecDeque<DateTime<Utc>>,
+    /// The backlog slot of `current`, and how often it was tried.
+    catching_up: Option<(DateTime<Utc>, u32)>,
+    /// Its last claimed tick is being read.
+    resyncing: bool,
 }
 
 /// A slot to try once the claim grace is over (if the preferred replica has not run it).
@@ -123,6 +191,17 @@ struct Timer {
     state: watch::Receiver<State>,
     /// `None` once the handle (the sender) is gone.
     commands: Option<mpsc::UnboundedReceiver<Command>>,
+    resync: mpsc::UnboundedReceiver<Arc<str>>,
+    /// Last claimed ticks read (job, tick), and their sender (for the reading tasks).
+    synced_tx: mpsc::UnboundedSender<(Arc<str>, Option<i64>)>,
+    synced: mpsc::UnboundedReceiver<(Arc<str>, Option<i64>)>,
+    /// Jobs with a backlog.
+    backlogged: Vec<Arc<str>>,
+    /// Deferred slots whose lock was found held at their time (job, slot), and their sender.
+    held_tx: mpsc::UnboundedSender<(Arc<str>, DateTime<Utc>)>,
+    held: mpsc::UnboundedReceiver<(Arc<str>, DateTime<Utc>)>,
+    /// Deferred slots of this wake to check for a held lock: (job, slot, lock key).
+    held_checks: Vec<(Arc<str>, DateTime<Utc>, String)>,
 }
 
 impl Timer {
@@ -136,6 +215,7 @@ impl Timer {
             self.notice_jump(now);
             self.fire_due(now);
             self.start_deferred();
+            self.start_backlogs();
             let mut wait = match self.queue.peek() {
                 Some(Reverse((next, _, _))) => (*next - now).to_std().unwrap_or_default().min(RECHECK),
                 None => RECHECK,
@@ -155,6 +235,9 @@ impl Timer {
                     // The handle was dropped: stop firing, leave running jobs alone.
                     return Vec::new();
                 },
+                Some(job) = self.resync.recv() => self.start_resync(&job),
+                Some((job, last)) = self.synced.recv() => self.apply_resync(&job, last),
+                Some((job, slot)) = self.held.recv() => self.skip_held(&job, slot),
             }
         }
     }
@@ -163,11 +246,70 @@ impl Timer {
     fn add(&mut self, entry: Arc<JobEntry>, floor: DateTime<Utc>) {
         self.seq += 1;
         let name = entry.name.clone();
-        let job = Scheduled { entry, floor, seq: self.seq, current: None, deferred: None };
+        let job = Scheduled {
+            entry,
+            floor,
+            seq: self.seq,
+            current: None,
+            deferred: None,
+            backlog: VecDeque::new(),
+            catching_up: None,
+            resyncing: false,
+        };
         if let Some(old) = self.jobs.insert(name.clone(), job) {
             self.orphan(old);
         }
         self.requeue(&name);
+    }
+
+    /// Reads `name`'s last claimed tick in the background (retrying while Redis does not
+    /// answer), for jobs whose lock key the scheduler knows.
+    fn start_resync(&mut self, name: &Arc<str>) {
+        let Some(job) = self.jobs.get_mut(name) else { return };
+        let Some(lock) = job.entry.lock.as_ref() else { return };
+        if job.resyncing {
+            return;
+        }
+        job.resyncing = true;
+        let (client, key, tx, name) =
+            (self.shared.client.clone(), lock.key.clone(), self.synced_tx.clone(), name.clone());
+        tokio::spawn(
+            async move {
+                loop {
+                    // Paced: a run that keeps failing asks again at most once a second.
+                    tokio::time::sleep(RECHECK).await;
+                    match control::last_ticks(&client, &[&key]).await {
+                        Ok(last) => {
+                            let _ = tx.send((name, last.into_iter().next().flatten()));
+                            return;
+                        }
+                        Err(e) => {
+                            tracing::debug!(job = %name, error = %e, "could not read the last claimed tick; retrying");
+                            if tx.is_closed() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+            .in_current_span(),
+        );
+    }
+
+    /// Moves `name`'s floor back to its last claimed tick (at most [`MAX_CATCH_UP`] ago): the
+    /// slots after it, which nobody ran, become due and go through the job's catch-up policy.
+    fn apply_resync(&mut self, name: &Arc<str>, last: Option<i64>) {
+        let now = self.shared.clock.now();
+        let Some(job) = self.jobs.get_mut(name) else { return };
+        job.resyncing = false;
+        let Some(last) = last.and_then(DateTime::from_timestamp_millis) else { return };
+        let oldest = now - TimeDelta::from_std(MAX_CATCH_UP).unwrap_or(TimeDelta::MAX);
+        let floor = last.max(oldest);
+        if floor < job.floor && job.backlog.is_empty() {
+            tracing::debug!(job = %name, last_claimed = %last, "slots since the last claimed tick were not run");
+            job.floor = floor;
+            self.requeue(name);
+        }
     }
 
     fn apply(&mut self, command: Command) {
@@ -256,6 +398,22 @@ impl Timer {
         if !fired.is_empty() {
             PauseCheck::answer(tx, self.shared.client.clone(), fired);
         }
+        if !self.held_checks.is_empty() {
+            let checks = std::mem::take(&mut self.held_checks);
+            let (client, tx) = (self.shared.client.clone(), self.held_tx.clone());
+            tokio::spawn(
+                async move {
+                    let keys: Vec<String> = checks.iter().map(|(_, _, key)| key.clone()).collect();
+                    let Some(held) = control::held_among(&client, &keys).await else { return };
+                    for ((job, slot, _), held) in checks.into_iter().zip(held) {
+                        if held {
+                            let _ = tx.send((job, slot));
+                        }
+                    }
+                }
+                .in_current_span(),
+            );
+        }
         // Next slots only once every due run is on its way: they are what costs CPU here.
         for name in due {
             self.requeue(&name);
@@ -283,8 +441,22 @@ impl Timer {
             job.floor = due.floor;
             report_missed(&shared, &job.entry, &due, now);
             let Some(slot) = due.run else { return false };
+            if !due.earlier.is_empty() {
+                // CatchUp::Each: every missed slot, one at a time, oldest first.
+                if job.backlog.is_empty() {
+                    self.backlogged.push(name.clone());
+                }
+                job.backlog.extend(due.earlier);
+                job.backlog.push_back(slot);
+                return false;
+            }
             slot
         };
+        if !job.backlog.is_empty() {
+            // Behind older missed slots: claiming it first would make them unclaimable.
+            job.backlog.push_back(slot);
+            return false;
+        }
         let busy = match (&job.current, job.deferred) {
             (_, Some(waiting)) => Some(waiting),
             (Some(running), None) if !running.is_finished() => Some(running.slot),
@@ -311,10 +483,33 @@ impl Timer {
             job.deferred = Some(slot);
             let at = Instant::now() + shared.claim_grace;
             self.deferred.push_back(Deferred { at, job: name.clone(), slot, fired_at: now });
+            // A lock held at the slot's time means the slot is skipped (skip-if-held), even if
+            // the lock is free by the end of the grace.
+            if let Some(lock) = &job.entry.lock {
+                self.held_checks.push((name.clone(), slot, lock.key.clone()));
+            }
             return false;
         }
         job.current = Some(run::spawn(&shared, &job.entry, slot, now, pause.clone()));
         true
+    }
+
+    /// A deferred slot whose lock was held at its time: skipped, as the preferred replica
+    /// skipped it (or is running it).
+    fn skip_held(&mut self, name: &Arc<str>, slot: DateTime<Utc>) {
+        let Some(job) = self.jobs.get_mut(name) else { return };
+        if job.deferred != Some(slot) {
+            return;
+        }
+        job.deferred = None;
+        let tick = slot.with_timezone(&job.entry.schedule.time_zone()).to_rfc3339();
+        tracing::info!(
+            job = %name,
+            tick = %tick,
+            outcome = "skipped: held",
+            "another instance holds the lock, skipping"
+        );
+        self.shared.report(&job.entry, slot, slot, RunOutcome::SkippedHeld, Duration::ZERO);
     }
 
     /// Starts the runs whose claim grace is over, their pause flags read together.
@@ -336,6 +531,43 @@ impl Timer {
             job.deferred = None;
             job.current = Some(run::spawn(&self.shared, &job.entry, d.slot, d.fired_at, pause.clone()));
             started.push(d.job);
+        }
+        if !started.is_empty() {
+            PauseCheck::answer(tx, self.shared.client.clone(), started);
+        }
+    }
+
+    /// Starts the next backlog slot of each job whose previous run is over; a slot refused
+    /// because another replica held the lock (running an older missed slot) is tried again.
+    fn start_backlogs(&mut self) {
+        if self.backlogged.is_empty() {
+            return;
+        }
+        let (tx, pause) = PauseCheck::pending();
+        let mut started = Vec::new();
+        let names = std::mem::take(&mut self.backlogged);
+        for name in names {
+            let Some(job) = self.jobs.get_mut(&name) else { continue };
+            if job.current.as_ref().is_some_and(|run| !run.is_finished()) {
+                self.backlogged.push(name);
+                continue;
+            }
+            if let (Some((slot, tries)), Some(run)) = (job.catching_up.take(), job.current.as_mut()) {
+                let outcome = futures_util::FutureExt::now_or_never(&mut run.handle).and_then(Result::ok);
+                if outcome == Some(RunOutcome::SkippedHeld) && tries < HELD_RETRIES {
+                    job.backlog.push_front(slot);
+                    job.catching_up = Some((slot, tries + 1));
+                }
+            }
+            let Some(slot) = job.backlog.pop_front() else { continue };
+            let tries = job.catching_up.take().map_or(0, |(_, tries)| tries);
+            job.catching_up = Some((slot, tries));
+            job.current =
+                Some(run::spawn(&self.shared, &job.entry, slot, self.shared.clock.now(), pause.clone()));
+            started.push(name.clone());
+            if !job.backlog.is_empty() || job.catching_up.is_some() {
+                self.backlogged.push(name);
+            }
         }
         if !started.is_empty() {
             PauseCheck::answer(tx, self.shared.client.clone(), started);
@@ -427,7 +659,15 @@ fn report_missed(shared: &Arc<Shared>, job: &Arc<JobEntry>, due: &Due, now: Date
     let (shared_, job_) = (shared.clone(), job.clone());
     let recorded = missed.clone();
     tokio::spawn(
-        async move { shared_.record(&job_, last_missed, &recorded, Duration::ZERO).await }.in_current_span(),
+        async move {
+            // Every replica that comes back finds the same missed slots: one records them.
+            if control::first_to_record_missed(&shared_.client, &job_.name, last_missed.timestamp_millis())
+                .await
+            {
+                shared_.record(&job_, last_missed, &recorded, Duration::ZERO).await;
+            }
+        }
+        .in_current_span(),
     );
     shared.report(job, last_missed, now, missed, Duration::ZERO);
 }
