@@ -305,9 +305,11 @@ impl Timer {
         let Some(last) = last.and_then(DateTime::from_timestamp_millis) else { return };
         let oldest = now - TimeDelta::from_std(MAX_CATCH_UP).unwrap_or(TimeDelta::MAX);
         let floor = last.max(oldest);
-        if floor < job.floor && job.backlog.is_empty() {
+        if floor < job.floor {
             tracing::debug!(job = %name, last_claimed = %last, "slots since the last claimed tick were not run");
             job.floor = floor;
+            // Held-back slots are found again from the new floor, in order.
+            job.backlog.clear();
             self.requeue(name);
         }
     }
@@ -443,18 +445,23 @@ impl Timer {
             let Some(slot) = due.run else { return false };
             if !due.earlier.is_empty() {
                 // CatchUp::Each: every missed slot, one at a time, oldest first.
-                if job.backlog.is_empty() {
-                    self.backlogged.push(name.clone());
-                }
                 job.backlog.extend(due.earlier);
                 job.backlog.push_back(slot);
+                if !self.backlogged.contains(name) {
+                    self.backlogged.push(name.clone());
+                }
                 return false;
             }
             slot
         };
-        if !job.backlog.is_empty() {
-            // Behind older missed slots: claiming it first would make them unclaimable.
+        // Behind older missed slots (or, for CatchUp::Each, while the last claimed tick is
+        // being read): claiming a newer tick first would make them unclaimable.
+        let each = matches!(job.entry.catch_up, crate::CatchUp::Each(_));
+        if !job.backlog.is_empty() || (job.resyncing && each) {
             job.backlog.push_back(slot);
+            if !self.backlogged.contains(name) {
+                self.backlogged.push(name.clone());
+            }
             return false;
         }
         let busy = match (&job.current, job.deferred) {
@@ -548,7 +555,7 @@ impl Timer {
         let names = std::mem::take(&mut self.backlogged);
         for name in names {
             let Some(job) = self.jobs.get_mut(&name) else { continue };
-            if job.current.as_ref().is_some_and(|run| !run.is_finished()) {
+            if job.resyncing || job.current.as_ref().is_some_and(|run| !run.is_finished()) {
                 self.backlogged.push(name);
                 continue;
             }
