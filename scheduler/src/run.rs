@@ -152,6 +152,9 @@ async fn run(
         }
     };
     let duration = started.elapsed();
+    if outcome == RunOutcome::SkippedHeld || (outcome.ran_here() && duration >= shared.claim_grace) {
+        job.long_or_contended.store(true, Ordering::Relaxed);
+    }
     log_outcome(&job, slot, &outcome, duration);
     shared.record(&job, slot, &outcome, duration).await;
     shared.report(&job, slot, fired_at, outcome.clone(), duration);

@@ -491,8 +491,11 @@ impl Timer {
             let at = Instant::now() + shared.claim_grace;
             self.deferred.push_back(Deferred { at, job: name.clone(), slot, fired_at: now });
             // A lock held at the slot's time means the slot is skipped (skip-if-held), even if
-            // the lock is free by the end of the grace.
-            if let Some(lock) = &job.entry.lock {
+            // the lock is free by the end of the grace. Checked only for jobs whose lock can
+            // still be held then (seen held, or runs longer than the grace): one command each.
+            if let Some(lock) = &job.entry.lock
+                && job.entry.long_or_contended.load(std::sync::atomic::Ordering::Relaxed)
+            {
                 self.held_checks.push((name.clone(), slot, lock.key.clone()));
             }
             return false;
