@@ -152,8 +152,10 @@ async fn run(
         }
     };
     let duration = started.elapsed();
-    if outcome == RunOutcome::SkippedHeld || (outcome.ran_here() && duration >= shared.claim_grace) {
-        job.long_or_contended.store(true, Ordering::Relaxed);
+    match &outcome {
+        RunOutcome::SkippedHeld => job.may_be_held.store(true, Ordering::Relaxed),
+        o if o.ran_here() => job.may_be_held.store(duration >= shared.claim_grace, Ordering::Relaxed),
+        _ => {}
     }
     log_outcome(&job, slot, &outcome, duration);
     shared.record(&job, slot, &outcome, duration).await;

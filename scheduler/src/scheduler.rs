@@ -250,7 +250,7 @@ pub(crate) fn validate(
         max_run_time: job.max_run_time,
         warned_unlocked: AtomicBool::new(false),
         running: AtomicBool::new(false),
-        long_or_contended: AtomicBool::new(false),
+        may_be_held: AtomicBool::new(true),
     })
 }
 
@@ -387,9 +387,11 @@ pub(crate) struct JobEntry {
     pub(crate) warned_unlocked: AtomicBool,
     /// Whether a run of the job is in flight on this replica.
     pub(crate) running: AtomicBool,
-    /// Whether this replica saw the job's lock held, or ran it for longer than the claim grace:
-    /// only then may its lock still be held at a later slot, which deferred slots check.
-    pub(crate) long_or_contended: AtomicBool,
+    /// Whether the job's lock may still be held at its next slot (deferred slots then check
+    /// it): true until this replica runs it in less than the claim grace, true again when it
+    /// sees the lock held or runs it longer. (A claimed tick proves nothing: the tick is
+    /// checked before the lock.)
+    pub(crate) may_be_held: AtomicBool,
 }
 
 /// A cron scheduler whose jobs run once per tick across all replicas running the same jobs.

@@ -30,6 +30,9 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// the wall clock (timers fire within milliseconds; a busy runtime delays both clocks alike).
 const JUMP: TimeDelta = TimeDelta::milliseconds(500);
 
+/// How often the timer looks at jobs with missed slots to run one after the other.
+const BACKLOG_POLL: Duration = Duration::from_millis(50);
+
 /// Slots are whole seconds, so a slot found less than this late is the only one due (and it
 /// is on time: [`ON_TIME`](crate::ON_TIME) is a second too).
 const ONLY_DUE: TimeDelta = TimeDelta::seconds(1);
@@ -222,6 +225,10 @@ impl Timer {
             };
             if let Some(first) = self.deferred.front() {
                 wait = wait.min(first.at.saturating_duration_since(Instant::now()));
+            }
+            if !self.backlogged.is_empty() {
+                // Nothing wakes the timer when a catch-up run ends: look again soon.
+                wait = wait.min(BACKLOG_POLL);
             }
             let listening = self.commands.is_some();
             let commands = self.commands.as_mut();
@@ -491,10 +498,10 @@ impl Timer {
             let at = Instant::now() + shared.claim_grace;
             self.deferred.push_back(Deferred { at, job: name.clone(), slot, fired_at: now });
             // A lock held at the slot's time means the slot is skipped (skip-if-held), even if
-            // the lock is free by the end of the grace. Checked only for jobs whose lock can
-            // still be held then (seen held, or runs longer than the grace): one command each.
+            // the lock is free by the end of the grace. Not checked for jobs seen to be short
+            // (one command each, at the busiest moment).
             if let Some(lock) = &job.entry.lock
-                && job.entry.long_or_contended.load(std::sync::atomic::Ordering::Relaxed)
+                && job.entry.may_be_held.load(std::sync::atomic::Ordering::Relaxed)
             {
                 self.held_checks.push((name.clone(), slot, lock.key.clone()));
             }
