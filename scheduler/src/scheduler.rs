@@ -437,9 +437,11 @@ impl Scheduler {
         self.shared.reports.subscribe()
     }
 
-    /// Starts firing: announces this replica to its group (one Redis round trip, bounded; a
-    /// failure is logged and retried in the background), then one timer task fires every
-    /// job's slots. Slots due before this call are not run. Must be called within a tokio
+    /// Starts firing: announces this replica to its group and reads the last claimed tick of
+    /// each job with a [`Job::lock`] key (two Redis round trips; when Redis does not answer,
+    /// at most about 7 s, then both are retried in the background), then one timer task fires
+    /// every job's slots. Slots due before this call are run only as missed slots of `Job::lock`
+    /// jobs whose [`CatchUp`] policy allows it (see [`CatchUp`]). Must be called within a tokio
     /// runtime.
     pub async fn start(self) -> Result<SchedulerHandle, SchedulerError> {
         let (state_tx, state_rx) = watch::channel(State::Running);
