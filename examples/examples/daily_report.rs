@@ -223,7 +223,8 @@ async fn replica(instance: String, args: Args) -> anyhow::Result<()> {
     let tally = Tally::follow(&scheduler, &client, &instance, schedule.time_zone(), args.ticks);
     match args.from.and_then(DateTime::from_timestamp_millis) {
         // Started by the demo: begin just before the agreed first tick, so that every replica
-        // counts the same ticks (a scheduler never runs slots from before its start).
+        // counts the same ticks (the job's lock is in its fn, so a scheduler never runs its
+        // slots from before its start).
         Some(from) => {
             let until = (from - Utc::now()).to_std().unwrap_or_default();
             tokio::time::sleep(until.saturating_sub(Duration::from_millis(300))).await;

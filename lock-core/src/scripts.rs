@@ -121,7 +121,8 @@ if ARGV[3] == '1' then
   redis.call('SET', KEYS[4], string.format('%d', fence), 'PX', ARGV[2])
 end
 if ARGV[4] ~= '' and not own_claim then
-  redis.call('SET', KEYS[5], ARGV[4])
+  -- Expires (tick::TICK_TTL, 7 days): a replica never claims a slot older than that.
+  redis.call('SET', KEYS[5], ARGV[4], 'PX', 604800000)
   -- Who claimed it, for a retry of this send whose reply is lost.
   redis.call('SET', KEYS[6], token, 'PX', ARGV[2])
 end

@@ -7,6 +7,7 @@
 //! | key | type | content | expiry |
 //! |---|---|---|---|
 //! | `scheduler:{job:<name>}:paused` | string | who paused it and when | none while paused (deleted by resume) |
+//! | `scheduler:{job:<name>}:missed` | string | the latest missed slot recorded (so replicas record it once) | 7 days |
 //! | `scheduler:{job:<name>}:history` | stream | one entry per run: `tick`, `slot`, `instance`, `outcome`, `duration_ms`, `error` | [`HISTORY_TTL`] after the last entry; capped at about [`HISTORY_LEN`] entries |
 //!
 //! ```no_run
@@ -19,11 +20,15 @@
 //! # Ok(()) }
 //! ```
 
+use std::collections::HashSet;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use lock_core::redis;
 use lock_core::{LockClient, LockError};
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::Instrument;
 
 use crate::report::RunOutcome;
 
@@ -79,7 +84,7 @@ pub struct HistoryEntry {
     pub slot: Option<DateTime<Utc>>,
     /// The instance that recorded it.
     pub instance: String,
-    /// The outcome's label (`ran`, `failed`, `cancelled`, `missed`, `skipped: paused`).
+    /// The outcome's label (`ran`, `failed`, `cancelled`, `timed out`, `missed`, `skipped: paused`).
     pub outcome: String,
     /// How long the run took.
     pub duration: Duration,
@@ -228,17 +233,82 @@ pub(crate) fn recorded(outcome: &RunOutcome) -> bool {
     outcome.ran_here() || matches!(outcome, RunOutcome::Missed(_) | RunOutcome::SkippedPaused)
 }
 
-/// Appends a run to `job`'s history (capped, expiring). Failures are logged, never raised.
-pub(crate) async fn record(
-    client: &LockClient,
-    job: &str,
-    tick: i64,
-    instance: &str,
-    outcome: &RunOutcome,
-    duration: Duration,
-) {
+/// One run to append to its job's history.
+pub(crate) struct Record {
+    pub(crate) job: Arc<str>,
+    pub(crate) tick: i64,
+    pub(crate) instance: Arc<str>,
+    pub(crate) outcome: RunOutcome,
+    pub(crate) duration: Duration,
+}
+
+/// Most runs written in one pipeline.
+const RECORD_BATCH: usize = 512;
+
+type Queued = (Record, oneshot::Sender<()>);
+
+/// Writes run history entries: the runs that end together (a thousand jobs due in the same
+/// second) share one pipelined round trip instead of one each.
+pub(crate) struct Recorder {
+    tx: mpsc::UnboundedSender<Queued>,
+    rx: std::sync::Mutex<Option<mpsc::UnboundedReceiver<Queued>>>,
+}
+
+impl Recorder {
+    pub(crate) fn new() -> Recorder {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Recorder { tx, rx: std::sync::Mutex::new(Some(rx)) }
+    }
+
+    /// Starts the writer task (once; later calls do nothing). It ends when the recorder is
+    /// dropped, after writing what was queued.
+    pub(crate) fn start(&self, client: LockClient) {
+        let rx = match self.rx.lock() {
+            Ok(mut rx) => rx.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(rx) = rx {
+            tokio::spawn(write_records(client, rx).in_current_span());
+        }
+    }
+
+    /// Appends a run to its job's history (capped, expiring) and waits until it is written
+    /// (or failed: failures are logged, never raised).
+    pub(crate) async fn record(&self, record: Record) {
+        let (ack, done) = oneshot::channel();
+        if self.tx.send((record, ack)).is_ok() {
+            let _ = done.await;
+        }
+    }
+}
+
+async fn write_records(client: LockClient, mut rx: mpsc::UnboundedReceiver<Queued>) {
+    let mut batch = Vec::new();
+    while let Some(first) = rx.recv().await {
+        batch.push(first);
+        while batch.len() < RECORD_BATCH {
+            match rx.try_recv() {
+                Ok(more) => batch.push(more),
+                Err(_) => break,
+            }
+        }
+        let mut pipe = redis::pipe();
+        for (record, _) in &batch {
+            add_record(&mut pipe, record);
+        }
+        if let Err(e) = query::<()>(&client, "recording runs in the history", &pipe).await {
+            tracing::warn!(error = %e, runs = batch.len(), "could not record runs in their jobs' history");
+        }
+        for (_, ack) in batch.drain(..) {
+            let _ = ack.send(());
+        }
+    }
+}
+
+/// Adds the commands appending `record` to its job's history to `pipe`.
+fn add_record(pipe: &mut redis::Pipeline, record: &Record) {
+    let Record { job, tick, instance, outcome, duration } = record;
     let Ok(key) = history_key(job) else { return };
-    let mut pipe = redis::pipe();
     let xadd = pipe
         .cmd("XADD")
         .arg(&key)
@@ -249,7 +319,7 @@ pub(crate) async fn record(
         .arg("tick")
         .arg(tick)
         .arg("instance")
-        .arg(instance)
+        .arg(&**instance)
         .arg("outcome")
         .arg(outcome.label())
         .arg("duration_ms")
@@ -261,26 +331,128 @@ pub(crate) async fn record(
         RunOutcome::Missed(n) => {
             xadd.arg("error").arg(format!("{n} slot(s) missed"));
         }
+        RunOutcome::TimedOut(limit) => {
+            xadd.arg("error").arg(format!("ran longer than its maximum run time of {limit:?}"));
+        }
         _ => {}
     }
     xadd.ignore();
     pipe.cmd("PEXPIRE").arg(&key).arg(HISTORY_TTL.as_millis() as u64).ignore();
-    if let Err(e) = query::<()>(client, "recording a run in the history", &pipe).await {
-        tracing::warn!(error = %e, "could not record the run in the job's history");
+}
+
+/// Which of `jobs` are paused, in one pipelined round trip (the timer checks every job due in
+/// the same instant at once); a Redis failure counts as not paused (the runs' own locks then
+/// report the failure).
+pub(crate) async fn paused_among(client: &LockClient, jobs: &[Arc<str>]) -> HashSet<Arc<str>> {
+    let mut pipe = redis::pipe();
+    let mut asked = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        if let Ok(key) = pause_key(job) {
+            pipe.cmd("EXISTS").arg(key);
+            asked.push(job.clone());
+        }
+    }
+    if asked.is_empty() {
+        return HashSet::new();
+    }
+    match query::<Vec<i64>>(client, "reading the pause flags", &pipe).await {
+        Ok(flags) => asked.into_iter().zip(flags).filter(|(_, n)| *n == 1).map(|(job, _)| job).collect(),
+        Err(e) => {
+            tracing::debug!(error = %e, "could not read the pause flags; running the slots");
+            HashSet::new()
+        }
     }
 }
 
-/// Whether `job` is paused; a Redis failure counts as not paused (the run's own lock then
-/// reports the failure).
-pub(crate) async fn is_paused(client: &LockClient, job: &str) -> bool {
-    let Ok(key) = pause_key(job) else { return false };
+/// The sending side of a [`PauseCheck`].
+pub(crate) struct PauseAnswer(watch::Sender<Option<Arc<HashSet<Arc<str>>>>>);
+
+/// The last ticks claimed with the locks `keys`, in one pipelined round trip (`None`: none, or
+/// forgotten after [`TICK_TTL`](lock_core::tick::TICK_TTL)).
+pub(crate) async fn last_ticks(client: &LockClient, keys: &[&str]) -> Result<Vec<Option<i64>>, ControlError> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut pipe = redis::pipe();
-    pipe.cmd("EXISTS").arg(&key);
-    match query::<(i64,)>(client, "reading the pause flag", &pipe).await {
-        Ok((n,)) => n == 1,
-        Err(e) => {
-            tracing::debug!(error = %e, "could not read the pause flag; running the slot");
-            false
+    for key in keys {
+        let tick_key = lock_core::inspect::keys_of(key)
+            .map_err(|_| ControlError::InvalidJob("the job's lock key is invalid"))?
+            .tick;
+        pipe.cmd("GET").arg(tick_key);
+    }
+    query(client, "reading the jobs' last claimed ticks", &pipe).await
+}
+
+/// Which of `keys` are locked right now, in one pipelined round trip (`None`: Redis failed).
+pub(crate) async fn held_among(client: &LockClient, keys: &[String]) -> Option<Vec<bool>> {
+    let mut pipe = redis::pipe();
+    for key in keys {
+        pipe.cmd("EXISTS").arg(key);
+    }
+    let held: Vec<i64> = query(client, "checking which locks are held", &pipe).await.ok()?;
+    Some(held.into_iter().map(|n| n == 1).collect())
+}
+
+/// KEYS: the job's missed-slots marker. ARGV: the latest missed tick, TTL ms. Sets the marker
+/// to the tick unless it already holds it or a later one: 1 if set.
+static MISSED: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local seen = redis.call('GET', KEYS[1])
+if seen and tonumber(seen) >= tonumber(ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+",
+    )
+});
+
+/// Whether this replica is the one to record the missed slots ending at `tick` in `job`'s
+/// history: replicas that find the same missed slots agree through Redis, so they are
+/// recorded once. A Redis failure answers yes (recorded, perhaps twice, rather than lost).
+pub(crate) async fn first_to_record_missed(client: &LockClient, job: &str, tick: i64) -> bool {
+    let Ok(key) = history_key(job) else { return false };
+    let key = key.replace("}:history", "}:missed");
+    let call = async {
+        let mut invocation = MISSED.key(&key);
+        invocation.arg(tick).arg(lock_core::tick::TICK_TTL.as_millis() as u64);
+        // Through the lock connection: any deployment (a cluster has no pool).
+        let mut pipe = redis::pipe();
+        pipe.invoke_script(&invocation);
+        client.query_pipeline::<(i64,)>(&pipe).await.map(|(set,)| set).map_err(|e| e.to_string())
+    };
+    match tokio::time::timeout(TIMEOUT, call).await {
+        Ok(Ok(set)) => set == 1,
+        _ => true,
+    }
+}
+
+/// The answer of one [`paused_among`] check, shared by the runs it was made for.
+#[derive(Clone)]
+pub(crate) struct PauseCheck(watch::Receiver<Option<Arc<HashSet<Arc<str>>>>>);
+
+impl PauseCheck {
+    /// A check not started yet: runs may wait on it; [`answer`](Self::answer) starts it.
+    pub(crate) fn pending() -> (PauseAnswer, PauseCheck) {
+        let (tx, rx) = watch::channel(None);
+        (PauseAnswer(tx), PauseCheck(rx))
+    }
+
+    /// Checks `jobs` in the background and answers the runs waiting on the check.
+    pub(crate) fn answer(answer: PauseAnswer, client: LockClient, jobs: Vec<Arc<str>>) {
+        tokio::spawn(
+            async move {
+                let paused = paused_among(&client, &jobs).await;
+                answer.0.send_replace(Some(Arc::new(paused)));
+            }
+            .in_current_span(),
+        );
+    }
+
+    /// Whether `job` was paused when checked.
+    pub(crate) async fn is_paused(&mut self, job: &str) -> bool {
+        match self.0.wait_for(Option::is_some).await {
+            Ok(answer) => answer.as_ref().is_some_and(|paused| paused.contains(job)),
+            Err(_) => false,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! [`SchedulerHandle`]: a running scheduler, and its graceful (or forced) shutdown.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -7,14 +8,15 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use lock_core::LockClient;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::driver::{DriverExit, RunEnd};
+use crate::job::Job;
 use crate::report::{RunReport, ShutdownReport};
-use crate::scheduler::{JobEntry, Shared, State};
+use crate::scheduler::{SchedulerError, Shared, State, validate};
 use crate::signal::ShutdownSignal;
+use crate::timer::{Command, RunEnd, RunExit};
 
 /// How long shutdown waits for the releases of cancelled runs' locks.
 const RELEASE_FLUSH: Duration = Duration::from_secs(3);
@@ -26,25 +28,81 @@ const FOREVER: Duration = Duration::from_secs(60 * 60 * 24 * 365 * 30);
 /// firing without waiting (running jobs finish on their own).
 pub struct SchedulerHandle {
     shared: Arc<Shared>,
-    jobs: Vec<Arc<JobEntry>>,
-    /// Dropping it (with the handle) tells the drivers to stop firing and leave running jobs
+    /// Dropping it (with the handle) tells the timer to stop firing and leave running jobs
     /// alone.
     state: watch::Sender<State>,
-    drivers: Vec<JoinHandle<DriverExit>>,
+    commands: mpsc::UnboundedSender<Command>,
+    timer: Option<JoinHandle<Vec<RunExit>>>,
 }
 
 impl SchedulerHandle {
     pub(crate) fn new(
         shared: Arc<Shared>,
-        jobs: Vec<Arc<JobEntry>>,
         state: watch::Sender<State>,
-        drivers: Vec<JoinHandle<DriverExit>>,
+        commands: mpsc::UnboundedSender<Command>,
+        timer: JoinHandle<Vec<RunExit>>,
     ) -> Self {
-        SchedulerHandle { shared, jobs, state, drivers }
+        SchedulerHandle { shared, state, commands, timer: Some(timer) }
     }
 
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
+    }
+
+    /// Adds a job to the running scheduler: validated like the jobs given to the builder, its
+    /// first slot is the first one after now. Every replica that should run it must add it
+    /// too (each replica runs the jobs it knows; the one that claims a slot runs it).
+    ///
+    /// Errors: [`SchedulerError::DuplicateJob`] if a job of that name is scheduled,
+    /// [`SchedulerError::Schedule`] for an invalid cron expression or time zone,
+    /// [`SchedulerError::InvalidJob`] for a bad name, lock or limit, and
+    /// [`SchedulerError::Stopped`] once a shutdown started.
+    pub fn add_job(&self, job: Job) -> Result<(), SchedulerError> {
+        if self.state.borrow().deadline().is_some() {
+            return Err(SchedulerError::Stopped { job: job.name });
+        }
+        let entry = self.shared.with_registry(|registry| {
+            let names: HashSet<Arc<str>> = registry.iter().map(|j| j.name.clone()).collect();
+            let keys: HashSet<String> =
+                registry.iter().filter_map(|j| j.lock.as_ref().map(|l| l.key.clone())).collect();
+            let entry = Arc::new(validate(job, &names, &keys)?);
+            registry.push(entry.clone());
+            Ok::<_, SchedulerError>(entry)
+        })?;
+        if self.commands.send(Command::Add(entry.clone())).is_err() {
+            self.shared.with_registry(|registry| registry.retain(|j| !Arc::ptr_eq(j, &entry)));
+            return Err(SchedulerError::Stopped { job: entry.name.to_string() });
+        }
+        Ok(())
+    }
+
+    /// Removes the job named `name` from the running scheduler; returns whether it was
+    /// scheduled. No slot of it fires after this returns; a run in flight goes on to its end
+    /// (and a shutdown still waits for it). Its Redis keys expire on their own (the claimed
+    /// tick after [`TICK_TTL`](lock_core::tick::TICK_TTL), the history after
+    /// [`HISTORY_TTL`](crate::HISTORY_TTL)).
+    pub fn remove_job(&self, name: &str) -> bool {
+        let removed = self.shared.with_registry(|registry| {
+            let before = registry.len();
+            registry.retain(|j| &*j.name != name);
+            registry.len() != before
+        });
+        if removed {
+            // The timer is gone only after a shutdown, which stops every job anyway.
+            let _ = self.commands.send(Command::Remove(name.into()));
+        }
+        removed
+    }
+
+    /// The names of the jobs scheduled now, in the order they were added.
+    pub fn job_names(&self) -> Vec<String> {
+        self.shared.jobs().iter().map(|j| j.name.to_string()).collect()
+    }
+
+    /// The instance ids of the live replicas of this scheduler's group, as last read from
+    /// Redis (renewed every few seconds), this one included; sorted.
+    pub fn live_replicas(&self) -> Vec<String> {
+        self.shared.members.live().iter().map(|m| m.to_string()).collect()
     }
 
     /// This replica's instance id.
@@ -81,7 +139,8 @@ impl SchedulerHandle {
 
     /// The names of the jobs with a run in flight on this replica right now.
     pub fn running_jobs(&self) -> Vec<String> {
-        self.jobs
+        self.shared
+            .jobs()
             .iter()
             .filter(|job| job.running.load(Ordering::SeqCst))
             .map(|job| job.name.to_string())
@@ -141,21 +200,20 @@ impl SchedulerHandle {
         }
     }
 
-    /// Stops firing, waits for the drivers (which wait for or cancel their running jobs),
-    /// moving their deadline to now if `force` resolves first; then flushes the releases of
+    /// Stops firing, waits for the timer (which waits for or cancels the running jobs),
+    /// moving its deadline to now if `force` resolves first; then flushes the releases of
     /// cancelled runs' locks.
     async fn stop<F: Future>(mut self, force: F) -> ShutdownReport {
         let now = Instant::now();
         // A grace too long to represent ("wait forever") waits for decades.
         let deadline = now.checked_add(self.shared.grace).unwrap_or_else(|| now + FOREVER);
         self.state.send_replace(State::Stopping(deadline));
-        let (exits, forced) = self.wait_for_drivers(force).await;
+        let (exits, forced) = self.wait_for_timer(force).await;
         let mut report = ShutdownReport::default();
         for exit in exits {
             match exit.end {
                 RunEnd::Finished => report.finished.push(exit.job.to_string()),
                 RunEnd::Cancelled => report.cancelled.push(exit.job.to_string()),
-                RunEnd::NothingRunning => {}
             }
         }
         report.forced = forced;
@@ -171,20 +229,20 @@ impl SchedulerHandle {
         report
     }
 
-    /// Collects every driver's exit; if `force` resolves first, tells
-    /// the drivers to cancel their running jobs now. Also returns whether it did.
-    async fn wait_for_drivers<F: Future>(&mut self, force: F) -> (Vec<DriverExit>, bool) {
-        let drivers = std::mem::take(&mut self.drivers);
+    /// Collects the timer's exit; if `force` resolves first, tells it to cancel the running
+    /// jobs now. Also returns whether it did.
+    async fn wait_for_timer<F: Future>(&mut self, force: F) -> (Vec<RunExit>, bool) {
+        let timer = self.timer.take();
         let instance = self.shared.instance.clone();
         let collect = async move {
-            let mut exits = Vec::with_capacity(drivers.len());
-            for driver in drivers {
-                match driver.await {
-                    Ok(exit) => exits.push(exit),
-                    Err(e) => tracing::error!(instance = %instance, "a job driver task failed: {e}"),
+            let Some(timer) = timer else { return Vec::new() };
+            match timer.await {
+                Ok(exits) => exits,
+                Err(e) => {
+                    tracing::error!(instance = %instance, "the scheduler's timer task failed: {e}");
+                    Vec::new()
                 }
             }
-            exits
         };
         tokio::pin!(collect);
         tokio::pin!(force);
@@ -200,7 +258,7 @@ impl SchedulerHandle {
         }
     }
 
-    /// Moves the drivers' deadline to now: they cancel their running jobs at once.
+    /// Moves the timer's deadline to now: it cancels the running jobs at once.
     fn force_cancel(&self) {
         let running = self.running_jobs();
         if !running.is_empty() {
@@ -235,7 +293,7 @@ impl fmt::Debug for SchedulerHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SchedulerHandle")
             .field("instance", &self.shared.instance)
-            .field("jobs", &self.drivers.len())
+            .field("jobs", &self.shared.jobs().len())
             .finish_non_exhaustive()
     }
 }

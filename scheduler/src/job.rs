@@ -3,6 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -121,6 +122,7 @@ pub struct Job {
     /// Overrides `lock_options.on_lost` when set.
     pub(crate) on_lost: Option<OnLost>,
     pub(crate) catch_up: CatchUp,
+    pub(crate) max_run_time: Option<Duration>,
 }
 
 impl Job {
@@ -164,6 +166,7 @@ impl Job {
             lock_options: None,
             on_lost: None,
             catch_up: CatchUp::default(),
+            max_run_time: None,
         }
     }
 
@@ -205,6 +208,19 @@ impl Job {
         self
     }
 
+    /// Cancel a run that takes longer than `limit`: its future is dropped (which releases its
+    /// lock), it is reported and recorded in the run history as
+    /// [`RunOutcome::TimedOut`](crate::RunOutcome::TimedOut), and the next slot runs as usual.
+    /// The time counts from the pause check, so it includes taking the lock. Default: no limit.
+    /// Must not be zero.
+    ///
+    /// Cancellation happens at the job's next `.await`: a job that blocks its thread without
+    /// awaiting cannot be cancelled.
+    pub fn max_run_time(mut self, limit: Duration) -> Job {
+        self.max_run_time = Some(limit);
+        self
+    }
+
     /// The job's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -221,6 +237,7 @@ impl fmt::Debug for Job {
             .field("lock_options", &self.lock_options)
             .field("on_lost", &self.on_lost)
             .field("catch_up", &self.catch_up)
+            .field("max_run_time", &self.max_run_time)
             .finish_non_exhaustive()
     }
 }

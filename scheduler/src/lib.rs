@@ -2,13 +2,15 @@
 
 mod clock;
 mod control;
-mod driver;
 mod handle;
 mod job;
+mod members;
 mod report;
+mod run;
 mod schedule;
 mod scheduler;
 mod signal;
+mod timer;
 pub mod tokio_cron;
 
 pub use clock::{Clock, OffsetClock, SystemClock};
@@ -20,7 +22,9 @@ pub use handle::SchedulerHandle;
 pub use job::{Job, JobOutput, RunContext};
 pub use report::{RunOutcome, RunReport, ShutdownReport};
 pub use schedule::{CatchUp, CronField, ON_TIME, Schedule, ScheduleError};
-pub use scheduler::{DEFAULT_SHUTDOWN_GRACE, Scheduler, SchedulerBuilder, SchedulerError};
+pub use scheduler::{
+    DEFAULT_CLAIM_GRACE, DEFAULT_GROUP, DEFAULT_SHUTDOWN_GRACE, Scheduler, SchedulerBuilder, SchedulerError,
+};
 pub use signal::{ShutdownSignal, ShutdownSignals, shutdown_signal};
 
 /// The `chrono` crate slots are expressed in.

@@ -30,11 +30,15 @@ pub enum RunOutcome {
     /// The job was still running when the shutdown grace period ended and was cancelled; its
     /// lock was released.
     Cancelled,
+    /// The job ran longer than its maximum run time ([`Job::max_run_time`](crate::Job::max_run_time),
+    /// carried here) and was cancelled; its lock was released. The next slot runs as usual.
+    TimedOut(Duration),
 }
 
 impl RunOutcome {
     /// The short label used in logs: `ran`, `skipped: held`, `skipped: tick done`,
-    /// `skipped: still running`, `skipped: paused`, `missed`, `failed`, `cancelled`.
+    /// `skipped: still running`, `skipped: paused`, `missed`, `failed`, `cancelled`,
+    /// `timed out`.
     pub fn label(&self) -> &'static str {
         match self {
             RunOutcome::Ran => "ran",
@@ -45,11 +49,12 @@ impl RunOutcome {
             RunOutcome::Missed(_) => "missed",
             RunOutcome::Failed(_) => "failed",
             RunOutcome::Cancelled => "cancelled",
+            RunOutcome::TimedOut(_) => "timed out",
         }
     }
 
     /// The outcome as a Prometheus label value: `ran`, `skipped_held`, `skipped_tick_done`,
-    /// `skipped_still_running`, `skipped_paused`, `missed`, `failed`, `cancelled`.
+    /// `skipped_still_running`, `skipped_paused`, `missed`, `failed`, `cancelled`, `timed_out`.
     pub fn metric_label(&self) -> &'static str {
         match self {
             RunOutcome::Ran => "ran",
@@ -60,12 +65,16 @@ impl RunOutcome {
             RunOutcome::Missed(_) => "missed",
             RunOutcome::Failed(_) => "failed",
             RunOutcome::Cancelled => "cancelled",
+            RunOutcome::TimedOut(_) => "timed_out",
         }
     }
 
     /// Whether the job's body ran on this replica for this slot (successfully or not).
     pub fn ran_here(&self) -> bool {
-        matches!(self, RunOutcome::Ran | RunOutcome::Failed(_) | RunOutcome::Cancelled)
+        matches!(
+            self,
+            RunOutcome::Ran | RunOutcome::Failed(_) | RunOutcome::Cancelled | RunOutcome::TimedOut(_)
+        )
     }
 }
 
@@ -74,6 +83,7 @@ impl fmt::Display for RunOutcome {
         match self {
             RunOutcome::Missed(n) => write!(f, "missed ({n} slots)"),
             RunOutcome::Failed(error) => write!(f, "failed: {error}"),
+            RunOutcome::TimedOut(limit) => write!(f, "timed out (ran longer than {limit:?})"),
             other => f.write_str(other.label()),
         }
     }

@@ -1,6 +1,7 @@
 //! [`Schedule`]: a parsed cron expression in a real time zone, and the pure computation of its
 //! fire times (slots).
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
@@ -19,24 +20,39 @@ pub const ON_TIME: Duration = Duration::from_secs(1);
 /// the most recent one (missed-slot counts are exact up to this number).
 const MAX_SCAN: u64 = 10_000;
 
+/// The latest a slot may still be run: a day less than the time a claimed tick is
+/// remembered in Redis ([`lock_core::tick::TICK_TTL`]), so a slot that late cannot have
+/// been forgotten by Redis and run twice.
+pub(crate) const MAX_CATCH_UP: Duration =
+    Duration::from_secs(lock_core::tick::TICK_TTL.as_secs() - 24 * 60 * 60);
+
 /// More than any DST shift (at most two hours anywhere).
 const MAX_DST_SHIFT: TimeDelta = TimeDelta::hours(3);
 
-/// What a job does with slots it could not run on time (the process was stalled, the machine
-/// suspended, the wall clock stepped forward).
+/// What a job does with slots it could not run on time (a slot is *missed* when no replica ran
+/// it: every replica was down, Redis was unreachable, the process stalled, the wall clock
+/// stepped forward).
 ///
-/// Slots that were due before the scheduler started are never run: they belong to whichever
-/// replica was running then.
+/// Decided once for the whole cluster: every late slot is claimed in Redis like an on-time one
+/// (so it runs once, whichever replicas come back), and for jobs with a [`Job::lock`](crate::Job::lock)
+/// key a replica that starts, or finds Redis reachable again, reads the last claimed tick and
+/// treats the slots since as missed. Jobs whose fn brings its own lock
+/// (`#[distributed_lock]`) only see the slots missed while their replica was running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CatchUp {
-    /// Run a slot only if it is found within [`ON_TIME`] of its time; every later slot is
-    /// logged as missed and not run.
+    /// Skip missed slots: run a slot only if it is found within [`ON_TIME`] of its time; every
+    /// later slot is logged (and recorded once in the run history) as missed, not run.
     Never,
-    /// Run the most recent missed slot, late, if it is at most this old (at least [`ON_TIME`]);
-    /// older missed slots are logged as missed and not run. At most one late run per stall,
-    /// never a burst.
+    /// Run the most recent missed slot, late, if it is at most this old (at least [`ON_TIME`],
+    /// at most 6 days: a claimed tick is remembered for
+    /// [`TICK_TTL`](lock_core::tick::TICK_TTL)); older missed slots are logged as missed and
+    /// not run. At most one late run per stall, never a burst.
     Latest(Duration),
+    /// Run every missed slot, oldest first and one at a time, but at most this many (the most
+    /// recent ones, at most 6 days old); older ones are logged as missed and not run. Each
+    /// slot is claimed like an on-time one, so across replicas each runs once.
+    Each(u32),
 }
 
 impl Default for CatchUp {
@@ -325,6 +341,13 @@ impl Schedule {
         let mut latest: Option<DateTime<Utc>> = None;
         let mut previous: Option<DateTime<Utc>> = None;
         let mut count = 0u64;
+        // CatchUp::Each: the most recent slots (up to its bound), and the latest one dropped.
+        let keep = match catch_up {
+            CatchUp::Each(max) => max.max(1) as usize,
+            _ => 0,
+        };
+        let mut recent: VecDeque<DateTime<Utc>> = VecDeque::with_capacity(keep.min(1024));
+        let mut dropped: Option<DateTime<Utc>> = None;
         while let Some(slot) = self.next_after(cursor).map(|t| t.with_timezone(&Utc))
             && slot <= now
         {
@@ -332,6 +355,12 @@ impl Schedule {
             latest = Some(slot);
             count += 1;
             cursor = slot;
+            if keep > 0 {
+                if recent.len() == keep {
+                    dropped = recent.pop_front();
+                }
+                recent.push_back(slot);
+            }
             if count >= MAX_SCAN {
                 // A long stall of a frequent job: jump straight to the most recent slot.
                 if let Ok(last) =
@@ -348,15 +377,49 @@ impl Schedule {
             }
         }
         let latest = latest?;
+        if keep > 0 {
+            // Slots too old to be run (a claimed tick may have been forgotten) are missed.
+            while let Some(first) = recent.front()
+                && (now - *first).to_std().unwrap_or_default() > MAX_CATCH_UP
+            {
+                dropped = recent.pop_front();
+            }
+            let Some(run) = recent.pop_back() else {
+                return Some(Due {
+                    run: None,
+                    earlier: Vec::new(),
+                    missed: count,
+                    last_missed: Some(latest),
+                    floor: latest,
+                });
+            };
+            let ran = recent.len() as u64 + 1;
+            return Some(Due {
+                run: Some(run),
+                earlier: recent.into_iter().collect(),
+                missed: count.saturating_sub(ran),
+                last_missed: dropped,
+                floor: latest,
+            });
+        }
         let lateness = (now - latest).to_std().unwrap_or_default();
         let limit = match catch_up {
             CatchUp::Never => ON_TIME,
-            CatchUp::Latest(window) => window.max(ON_TIME),
+            // Capped: a claimed tick is remembered for TICK_TTL, and an older slot must
+            // never be claimed again.
+            CatchUp::Latest(window) => window.max(ON_TIME).min(MAX_CATCH_UP),
+            CatchUp::Each(_) => MAX_CATCH_UP,
         };
         Some(if lateness <= limit {
-            Due { run: Some(latest), missed: count - 1, last_missed: previous, floor: latest }
+            Due {
+                run: Some(latest),
+                earlier: Vec::new(),
+                missed: count - 1,
+                last_missed: previous,
+                floor: latest,
+            }
         } else {
-            Due { run: None, missed: count, last_missed: Some(latest), floor: latest }
+            Due { run: None, earlier: Vec::new(), missed: count, last_missed: Some(latest), floor: latest }
         })
     }
 }
@@ -366,6 +429,9 @@ impl Schedule {
 pub(crate) struct Due {
     /// The slot to run now, if any.
     pub(crate) run: Option<DateTime<Utc>>,
+    /// Missed slots to run, one at a time and oldest first, before `run`
+    /// ([`CatchUp::Each`] only).
+    pub(crate) earlier: Vec<DateTime<Utc>>,
     /// How many due slots are not run.
     pub(crate) missed: u64,
     /// The most recent of those.
@@ -472,7 +538,13 @@ mod tests {
             minutely.due(floor, utc(12, 1, 0) + TimeDelta::milliseconds(3), CatchUp::Never).unwrap();
         assert_eq!(
             on_time,
-            Due { run: Some(utc(12, 1, 0)), missed: 0, last_missed: None, floor: utc(12, 1, 0) }
+            Due {
+                run: Some(utc(12, 1, 0)),
+                earlier: Vec::new(),
+                missed: 0,
+                last_missed: None,
+                floor: utc(12, 1, 0)
+            }
         );
 
         // Stalled until 12:03:20: slots 12:01, 12:02, 12:03 are due.
@@ -481,6 +553,7 @@ mod tests {
             late,
             Due {
                 run: Some(utc(12, 3, 0)),
+                earlier: Vec::new(),
                 missed: 2,
                 last_missed: Some(utc(12, 2, 0)),
                 floor: utc(12, 3, 0)
@@ -489,10 +562,31 @@ mod tests {
         let never = minutely.due(floor, utc(12, 3, 20), CatchUp::Never).unwrap();
         assert_eq!(
             never,
-            Due { run: None, missed: 3, last_missed: Some(utc(12, 3, 0)), floor: utc(12, 3, 0) }
+            Due {
+                run: None,
+                earlier: Vec::new(),
+                missed: 3,
+                last_missed: Some(utc(12, 3, 0)),
+                floor: utc(12, 3, 0)
+            }
         );
         let too_old = minutely.due(floor, utc(12, 3, 20), CatchUp::Latest(Duration::from_secs(10))).unwrap();
         assert_eq!(too_old.run, None, "20 s late is beyond a 10 s window");
+    }
+
+    #[test]
+    fn due_with_each_runs_every_missed_slot_up_to_the_bound() {
+        let minutely = Schedule::new("0 * * * * *", None).unwrap();
+        let floor = utc(12, 0, 0);
+        let all = minutely.due(floor, utc(12, 3, 20), CatchUp::Each(5)).unwrap();
+        assert_eq!(all.earlier, [utc(12, 1, 0), utc(12, 2, 0)]);
+        assert_eq!((all.run, all.missed, all.last_missed), (Some(utc(12, 3, 0)), 0, None));
+        let bounded = minutely.due(floor, utc(12, 3, 20), CatchUp::Each(2)).unwrap();
+        assert_eq!(bounded.earlier, [utc(12, 2, 0)]);
+        assert_eq!(
+            (bounded.run, bounded.missed, bounded.last_missed),
+            (Some(utc(12, 3, 0)), 1, Some(utc(12, 1, 0)))
+        );
     }
 
     #[test]

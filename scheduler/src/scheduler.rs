@@ -1,26 +1,34 @@
-//! [`Scheduler`]: builds and validates jobs, starts one [driver](crate::driver) per job, and
-//! hands back a [`SchedulerHandle`] to stop them.
+//! [`Scheduler`]: builds and validates jobs, starts the scheduler's one [timer](crate::timer)
+//! and its [group membership](crate::members), and hands back a [`SchedulerHandle`].
 
 use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use lock_core::LockClient;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 
 use crate::clock::{Clock, SystemClock};
 use crate::control;
-use crate::driver;
 use crate::handle::SchedulerHandle;
 use crate::job::{Job, JobFn, JobLock};
+use crate::members::{self, Members};
 use crate::report::{RunOutcome, RunReport, ShutdownReport};
 use crate::schedule::{CatchUp, Schedule, ScheduleError, truncate};
 use crate::signal::ShutdownSignals;
+use crate::timer;
+
+/// How long a replica that is not the preferred one for a job-tick waits before claiming it
+/// itself, by default (see [`SchedulerBuilder::claim_grace`]).
+pub const DEFAULT_CLAIM_GRACE: Duration = Duration::from_millis(500);
+
+/// The scheduler group replicas join unless told otherwise (see [`SchedulerBuilder::group`]).
+pub const DEFAULT_GROUP: &str = "default";
 
 /// How long [`SchedulerHandle::shutdown`] waits for running jobs by default: under
 /// Kubernetes' default 30 s termination grace period, so that cancelling the rest and releasing
@@ -71,6 +79,18 @@ pub enum SchedulerError {
     /// The SIGTERM / Ctrl-C listeners could not be installed.
     #[error("could not listen for shutdown signals (SIGTERM, Ctrl-C)")]
     Signal(#[source] std::io::Error),
+    /// A scheduler setting is invalid.
+    #[error("invalid scheduler configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The scheduler is shutting down or stopped: jobs can no longer be added.
+    #[error("the scheduler is stopped: job `{job}` was not added")]
+    Stopped {
+        /// The job that was not added.
+        job: String,
+    },
 }
 
 /// Builds a [`Scheduler`]; start from [`Scheduler::builder`].
@@ -80,6 +100,8 @@ pub struct SchedulerBuilder {
     jobs: Vec<Job>,
     grace: Duration,
     clock: Arc<dyn Clock>,
+    group: String,
+    claim_grace: Duration,
 }
 
 impl SchedulerBuilder {
@@ -111,6 +133,29 @@ impl SchedulerBuilder {
         self
     }
 
+    /// The group of replicas this scheduler belongs to (default [`DEFAULT_GROUP`]): runs are
+    /// spread over the live replicas of the group. Replicas running the same jobs must use
+    /// the same group; different applications sharing a Redis should use different ones.
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = group.into();
+        self
+    }
+
+    /// How long a replica that is not the preferred one for a job-tick waits before trying to
+    /// claim the tick itself (default [`DEFAULT_CLAIM_GRACE`], 500 ms).
+    ///
+    /// Each job-tick has one preferred replica among the live ones of the group (rendezvous
+    /// hashing of the job, the tick and the instance ids), which claims it at once; so runs
+    /// spread evenly over the replicas. The others claim it after this grace, so a preferred
+    /// replica that is dead (until its membership lapses, at most 10 s), stalled or slow
+    /// delays the run by the grace, never loses it. Exactly-once never depends on it: the
+    /// claim is atomic in Redis. Zero makes every replica claim at once (the fastest clock
+    /// then wins most runs).
+    pub fn claim_grace(mut self, grace: Duration) -> Self {
+        self.claim_grace = grace;
+        self
+    }
+
     /// Validates every job (cron expression, time zone, name, lock) and builds the scheduler.
     /// Errors name the offending job.
     pub fn build(self) -> Result<Scheduler, SchedulerError> {
@@ -118,58 +163,95 @@ impl SchedulerBuilder {
             Some(client) => client,
             None => LockClient::default_client().map_err(|_| SchedulerError::NoClient)?,
         };
+        let group = self.group.trim();
+        if group.is_empty() || group.chars().any(char::is_control) || group.len() > 256 {
+            return Err(SchedulerError::InvalidConfig {
+                reason: format!(
+                    "group name {:?}: it must be 1 to 256 bytes without control characters",
+                    self.group
+                ),
+            });
+        }
+        let mut jobs: Vec<Arc<JobEntry>> = Vec::with_capacity(self.jobs.len());
         let mut names = HashSet::new();
         let mut lock_keys = HashSet::new();
-        let mut jobs = Vec::with_capacity(self.jobs.len());
         for job in self.jobs {
-            let name = job.name.trim();
-            if name.is_empty() || name.chars().any(char::is_control) {
-                return Err(SchedulerError::InvalidJob {
-                    job: job.name.clone(),
-                    reason: "the job name is empty or contains control characters".into(),
-                });
+            let entry = validate(job, &names, &lock_keys)?;
+            names.insert(entry.name.clone());
+            if let Some(lock) = &entry.lock {
+                lock_keys.insert(lock.key.clone());
             }
-            if !names.insert(job.name.clone()) {
-                return Err(SchedulerError::DuplicateJob { job: job.name });
-            }
-            let schedule = Schedule::new(&job.cron, job.time_zone.as_deref())
-                .map_err(|source| SchedulerError::Schedule { job: job.name.clone(), source })?;
-            let lock = validate_lock(&job)?;
-            // The claimed tick is stored per lock key: two jobs on one key would take each
-            // other's ticks and skip their own slots.
-            if let Some(lock) = &lock
-                && !lock_keys.insert(lock.key.clone())
-            {
-                return Err(SchedulerError::InvalidJob {
-                    job: job.name.clone(),
-                    reason: format!(
-                        "lock key {:?} is already used by another job: give every job its own key",
-                        lock.key
-                    ),
-                });
-            }
-            jobs.push(Arc::new(JobEntry {
-                name: job.name.into(),
-                schedule,
-                func: job.func,
-                lock,
-                catch_up: job.catch_up,
-                warned_unlocked: AtomicBool::new(false),
-                running: AtomicBool::new(false),
-            }));
+            jobs.push(Arc::new(entry));
         }
         let (reports, _) = broadcast::channel(REPORT_CAPACITY);
+        let instance: Arc<str> = client.instance_id().into();
         Ok(Scheduler {
             shared: Arc::new(Shared {
-                instance: client.instance_id().into(),
+                members: Arc::new(Members::new(&self.group, instance.clone())),
+                instance,
                 client,
                 clock: self.clock,
                 grace: self.grace,
+                claim_grace: self.claim_grace,
+                registry: Mutex::new(Vec::new()),
+                recorder: control::Recorder::new(),
+                resync: std::sync::OnceLock::new(),
                 reports,
             }),
             jobs,
         })
     }
+}
+
+/// Validates `job` against the names and lock keys already taken.
+pub(crate) fn validate(
+    job: Job,
+    names: &HashSet<Arc<str>>,
+    lock_keys: &HashSet<String>,
+) -> Result<JobEntry, SchedulerError> {
+    let name = job.name.trim();
+    if name.is_empty() || name.chars().any(char::is_control) {
+        return Err(SchedulerError::InvalidJob {
+            job: job.name.clone(),
+            reason: "the job name is empty or contains control characters".into(),
+        });
+    }
+    if names.contains(job.name.as_str()) {
+        return Err(SchedulerError::DuplicateJob { job: job.name });
+    }
+    let schedule = Schedule::new(&job.cron, job.time_zone.as_deref())
+        .map_err(|source| SchedulerError::Schedule { job: job.name.clone(), source })?;
+    let lock = validate_lock(&job)?;
+    // The claimed tick is stored per lock key: two jobs on one key would take each
+    // other's ticks and skip their own slots.
+    if let Some(lock) = &lock
+        && lock_keys.contains(&lock.key)
+    {
+        return Err(SchedulerError::InvalidJob {
+            job: job.name.clone(),
+            reason: format!(
+                "lock key {:?} is already used by another job: give every job its own key",
+                lock.key
+            ),
+        });
+    }
+    if job.max_run_time.is_some_and(|limit| limit.is_zero()) {
+        return Err(SchedulerError::InvalidJob {
+            job: job.name.clone(),
+            reason: "the maximum run time is zero: give a positive duration".into(),
+        });
+    }
+    Ok(JobEntry {
+        name: job.name.into(),
+        schedule,
+        func: job.func,
+        lock,
+        catch_up: job.catch_up,
+        max_run_time: job.max_run_time,
+        warned_unlocked: AtomicBool::new(false),
+        running: AtomicBool::new(false),
+        may_be_held: AtomicBool::new(true),
+    })
 }
 
 fn validate_lock(job: &Job) -> Result<Option<JobLock>, SchedulerError> {
@@ -189,13 +271,45 @@ fn validate_lock(job: &Job) -> Result<Option<JobLock>, SchedulerError> {
     Ok(Some(JobLock { key: key.clone(), options }))
 }
 
-/// Everything the drivers and runs of one scheduler share.
+/// Everything the timer and runs of one scheduler share.
 pub(crate) struct Shared {
     pub(crate) instance: Arc<str>,
     pub(crate) client: LockClient,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) grace: Duration,
+    pub(crate) claim_grace: Duration,
+    pub(crate) members: Arc<Members>,
+    /// The jobs scheduled now (those added at runtime included, removed ones not).
+    pub(crate) registry: Mutex<Vec<Arc<JobEntry>>>,
+    pub(crate) recorder: control::Recorder,
+    /// Asks the timer to re-read a job's last claimed tick (set when the timer starts).
+    pub(crate) resync: std::sync::OnceLock<mpsc::UnboundedSender<Arc<str>>>,
     pub(crate) reports: broadcast::Sender<RunReport>,
+}
+
+impl Shared {
+    /// The jobs scheduled now.
+    pub(crate) fn jobs(&self) -> Vec<Arc<JobEntry>> {
+        match self.registry.lock() {
+            Ok(jobs) => jobs.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Asks the timer to re-read `job`'s last claimed tick once Redis answers.
+    pub(crate) fn request_resync(&self, job: &Arc<str>) {
+        if let Some(tx) = self.resync.get() {
+            let _ = tx.send(job.clone());
+        }
+    }
+
+    /// Changes the registry under its lock.
+    pub(crate) fn with_registry<T>(&self, f: impl FnOnce(&mut Vec<Arc<JobEntry>>) -> T) -> T {
+        match self.registry.lock() {
+            Ok(mut jobs) => f(&mut jobs),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
 }
 
 impl Shared {
@@ -248,15 +362,15 @@ impl Shared {
         duration: Duration,
     ) {
         if control::recorded(outcome) {
-            control::record(
-                &self.client,
-                &job.name,
-                slot.timestamp_millis(),
-                &self.instance,
-                outcome,
-                duration,
-            )
-            .await;
+            self.recorder
+                .record(control::Record {
+                    job: job.name.clone(),
+                    tick: slot.timestamp_millis(),
+                    instance: self.instance.clone(),
+                    outcome: outcome.clone(),
+                    duration,
+                })
+                .await;
         }
     }
 }
@@ -268,10 +382,16 @@ pub(crate) struct JobEntry {
     pub(crate) func: JobFn,
     pub(crate) lock: Option<JobLock>,
     pub(crate) catch_up: CatchUp,
-    /// Whether the "this job takes no lock" warning was logged.
+    pub(crate) max_run_time: Option<Duration>,
+    /// Whether the "this job takes no lock" warning was logged (so: it takes none).
     pub(crate) warned_unlocked: AtomicBool,
     /// Whether a run of the job is in flight on this replica.
     pub(crate) running: AtomicBool,
+    /// Whether the job's lock may still be held at its next slot (deferred slots then check
+    /// it): true until this replica runs it in less than the claim grace, true again when it
+    /// sees the lock held or runs it longer. (A claimed tick proves nothing: the tick is
+    /// checked before the lock.)
+    pub(crate) may_be_held: AtomicBool,
 }
 
 /// A cron scheduler whose jobs run once per tick across all replicas running the same jobs.
@@ -291,6 +411,8 @@ impl Scheduler {
             jobs: Vec::new(),
             grace: DEFAULT_SHUTDOWN_GRACE,
             clock: Arc::new(SystemClock),
+            group: DEFAULT_GROUP.to_owned(),
+            claim_grace: DEFAULT_CLAIM_GRACE,
         }
     }
 
@@ -315,16 +437,46 @@ impl Scheduler {
         self.shared.reports.subscribe()
     }
 
-    /// Starts firing: one driver task per job, each timing its own slots.
-    /// Slots due before this call are not run. Must be called within a tokio runtime.
+    /// Starts firing: announces this replica to its group and reads the last claimed tick of
+    /// each job with a [`Job::lock`] key (two Redis round trips; when Redis does not answer,
+    /// at most about 7 s, then both are retried in the background), then one timer task fires
+    /// every job's slots. Slots due before this call are run only as missed slots of `Job::lock`
+    /// jobs whose [`CatchUp`] policy allows it (see [`CatchUp`]). Must be called within a tokio
+    /// runtime.
     pub async fn start(self) -> Result<SchedulerHandle, SchedulerError> {
         let (state_tx, state_rx) = watch::channel(State::Running);
-        // Slots up to now are not ours, whenever the drivers first get to run.
+        let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+        self.shared.recorder.start(self.shared.client.clone());
+        if let Err(e) = self.shared.members.announce(&self.shared.client).await {
+            tracing::warn!(
+                instance = %self.shared.instance,
+                error = %e,
+                "could not announce this replica to its group yet; retrying every {:?}",
+                members::RENEW
+            );
+        }
+        members::spawn_announcer(self.shared.members.clone(), self.shared.client.clone(), state_rx.clone());
+        // Slots up to now are not ours, whenever the timer first gets to run.
         let started = truncate(self.shared.clock.now());
-        let drivers =
-            self.jobs.iter().map(|job| driver::spawn(&self.shared, job, started, &state_rx)).collect();
-        tracing::info!(instance = %self.shared.instance, jobs = self.jobs.len(), "scheduler started");
-        Ok(SchedulerHandle::new(self.shared, self.jobs, state_tx, drivers))
+        self.shared.with_registry(|registry| registry.clone_from(&self.jobs));
+        let (resync_tx, resync_rx) = mpsc::unbounded_channel();
+        let _ = self.shared.resync.set(resync_tx);
+        let floors = timer::first_floors(&self.shared, &self.jobs, started).await;
+        let timer = timer::spawn(
+            self.shared.clone(),
+            self.jobs.clone(),
+            started,
+            floors,
+            state_rx,
+            timer::Inputs { commands: commands_rx, resync: resync_rx },
+        );
+        tracing::info!(
+            instance = %self.shared.instance,
+            jobs = self.jobs.len(),
+            live_replicas = self.shared.members.live().len(),
+            "scheduler started"
+        );
+        Ok(SchedulerHandle::new(self.shared, state_tx, commands_tx, timer))
     }
 
     /// Starts, runs until `stop` resolves, then shuts down gracefully.
@@ -362,8 +514,8 @@ impl fmt::Debug for Scheduler {
     }
 }
 
-/// What the drivers are told, through a `watch` channel whose sender the
-/// [`SchedulerHandle`] owns (dropping it tells them to stop firing and leave running jobs alone).
+/// What the timer is told, through a `watch` channel whose sender the
+/// [`SchedulerHandle`] owns (dropping it tells it to stop firing and leave running jobs alone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum State {
     Running,

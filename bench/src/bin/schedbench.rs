@@ -1,0 +1,374 @@
+//! `schedbench`: the scheduler at scale, with real replica processes (BENCHMARKS.md,
+//! "Scheduler").
+//!
+//! ```text
+//! cargo run --release -p lockbench --bin schedbench -- [--replicas 3] [--jobs 1000] [--secs 30]
+//!     [--idle-jobs 5000] [--idle-secs 20] [--grace-ms 500]
+//! ```
+//!
+//! Uses the Redis at `REDIS_URL` if set, else starts a private `redis-server`. Two parts:
+//!
+//! - **Load**: `--replicas` processes (this binary, `--replica` mode), each with the same
+//!   `--jobs` jobs on a 1 s cron (`* * * * * *`), each job under its own lock, for `--secs`
+//!   seconds once every replica sees the others. Each replica logs every run it starts (job,
+//!   tick, start lag = start of the job's body minus its slot); this process counts per
+//!   job-tick: double runs (more than one run), missed job-ticks (none), start lag p50/p99/max,
+//!   runs per replica against an even share.
+//! - **Idle**: one replica with `--idle-jobs` daily jobs (none due): its process CPU time over
+//!   `--idle-secs`, per job per second.
+//!
+//! Prints Markdown tables and the targets of issue 14 (met or not).
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use lock_core::LockClient;
+use scheduler::chrono::Utc;
+use scheduler::{Job, RunContext, Scheduler};
+
+const USAGE: &str = "\
+usage: schedbench [--replicas N] [--jobs J] [--secs T] [--idle-jobs K] [--idle-secs S] [--grace-ms MS]
+       (internal) schedbench --replica URL INSTANCE JOBS REPLICAS GRACE_MS
+       (internal) schedbench --idle URL JOBS SECS
+
+Uses REDIS_URL if set, else starts a private redis-server from PATH.";
+
+/// The run line a replica prints: `run <job> <tick ms> <lag µs>`.
+const RUN: &str = "run";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("--replica") => replica(&args[1..]),
+        Some("--idle") => idle(&args[1..]),
+        _ => coordinator(&args),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the coordinator
+
+#[derive(Debug)]
+struct Args {
+    replicas: usize,
+    jobs: usize,
+    secs: u64,
+    idle_jobs: usize,
+    idle_secs: u64,
+    grace_ms: u64,
+}
+
+fn parse_args(args: &[String]) -> Result<Args> {
+    let mut parsed =
+        Args { replicas: 3, jobs: 1000, secs: 30, idle_jobs: 5000, idle_secs: 20, grace_ms: 500 };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || -> Result<u64> {
+            let v = it.next().with_context(|| format!("{flag} needs a value\n{USAGE}"))?;
+            v.parse().with_context(|| format!("{flag}: `{v}` is not a number\n{USAGE}"))
+        };
+        match flag.as_str() {
+            "--replicas" => parsed.replicas = value()? as usize,
+            "--jobs" => parsed.jobs = value()? as usize,
+            "--secs" => parsed.secs = value()?,
+            "--idle-jobs" => parsed.idle_jobs = value()? as usize,
+            "--idle-secs" => parsed.idle_secs = value()?,
+            "--grace-ms" => parsed.grace_ms = value()?,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument `{other}`\n{USAGE}"),
+        }
+    }
+    if parsed.replicas == 0 || parsed.jobs == 0 || parsed.secs == 0 {
+        bail!("--replicas, --jobs and --secs must be positive\n{USAGE}");
+    }
+    Ok(parsed)
+}
+
+fn coordinator(args: &[String]) -> Result<()> {
+    let args = parse_args(args)?;
+    let redis = redis_fixture::Redis::start_quiet()?;
+    println!("Redis: {redis}");
+    let exe = std::env::current_exe().context("locating schedbench")?;
+
+    if args.idle_jobs > 0 {
+        let out = Command::new(&exe)
+            .args(["--idle", redis.url(), &args.idle_jobs.to_string(), &args.idle_secs.to_string()])
+            .stderr(Stdio::inherit())
+            .output()
+            .context("running the idle replica")?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let cpu_us: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("idle_cpu_us "))
+            .and_then(|v| v.trim().parse().ok())
+            .with_context(|| format!("the idle replica printed no CPU time: {text}"))?;
+        let per_job_s = cpu_us / (args.idle_jobs as f64 * args.idle_secs as f64);
+        println!("\n## Idle: {} daily jobs on one replica, {} s\n", args.idle_jobs, args.idle_secs);
+        println!("| CPU time | per second | per job per second | target |");
+        println!("|---|---|---|---|");
+        println!(
+            "| {:.1} ms | {:.3} ms | {:.4} µs | ≤ 1 µs: {} |",
+            cpu_us / 1000.0,
+            cpu_us / 1000.0 / args.idle_secs as f64,
+            per_job_s,
+            met(per_job_s <= 1.0)
+        );
+    }
+
+    // Start the replicas; each says `ready` once it sees all the others.
+    let mut children = Vec::new();
+    for i in 0..args.replicas {
+        let instance = format!("replica-{i}");
+        let mut child = Command::new(&exe)
+            .args(["--replica", redis.url(), &instance])
+            .args([args.jobs.to_string(), args.replicas.to_string(), args.grace_ms.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("spawning a replica")?;
+        let stdin = child.stdin.take().context("replica stdin")?;
+        let stdout = BufReader::new(child.stdout.take().context("replica stdout")?);
+        children.push(Replica { instance, child, stdin, stdout });
+    }
+    let result = measure(&args, &mut children);
+    for replica in &mut children {
+        let _ = replica.child.kill();
+        let _ = replica.child.wait();
+    }
+    result
+}
+
+struct Replica {
+    instance: String,
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+fn measure(args: &Args, children: &mut [Replica]) -> Result<()> {
+    for replica in children.iter_mut() {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if replica.stdout.read_line(&mut line)? == 0 {
+                bail!("{} exited before it was ready", replica.instance);
+            }
+            if line.trim() == "ready" {
+                break;
+            }
+        }
+    }
+    // The window: whole seconds, starting 2 s after every replica is ready.
+    let start_ms = (Utc::now().timestamp_millis() / 1000 + 2) * 1000;
+    let end_ms = start_ms + args.secs as i64 * 1000;
+    println!(
+        "\n## Load: {} replicas × {} jobs on a 1 s cron, {} s (claim grace {} ms)\n",
+        args.replicas, args.jobs, args.secs, args.grace_ms
+    );
+    let wait = Duration::from_millis((end_ms - Utc::now().timestamp_millis()).max(0) as u64 + 2500);
+    std::thread::sleep(wait);
+    // Stop them: each then prints its runs and exits.
+    for replica in children.iter_mut() {
+        let _ = writeln!(replica.stdin, "stop");
+    }
+    let mut per_tick: HashMap<(u32, i64), u32> = HashMap::new();
+    let mut lags: Vec<u64> = Vec::new();
+    let mut per_replica = Vec::new();
+    // CPU time of all replicas from ready to stop.
+    let mut cpu_us = 0u64;
+    for replica in children.iter_mut() {
+        let mut runs = 0u64;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if replica.stdout.read_line(&mut line)? == 0 {
+                break;
+            }
+            let mut parts = line.split_whitespace();
+            match parts.next() {
+                Some(RUN) => {}
+                Some("cpu_us") => {
+                    cpu_us += parts.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+                    continue;
+                }
+                _ => continue,
+            }
+            let (Some(job), Some(tick), Some(lag)) = (parts.next(), parts.next(), parts.next()) else {
+                continue;
+            };
+            let (job, tick, lag): (u32, i64, u64) = (job.parse()?, tick.parse()?, lag.parse()?);
+            if tick < start_ms || tick >= end_ms {
+                continue;
+            }
+            runs += 1;
+            *per_tick.entry((job, tick)).or_default() += 1;
+            lags.push(lag);
+        }
+        per_replica.push((replica.instance.clone(), runs));
+    }
+    let expected = args.jobs as u64 * args.secs;
+    let doubles: u64 = per_tick.values().filter(|&&n| n > 1).map(|&n| u64::from(n) - 1).sum();
+    let missed = expected.saturating_sub(per_tick.len() as u64);
+    lags.sort_unstable();
+    let pct = |p: f64| -> f64 {
+        if lags.is_empty() {
+            return f64::NAN;
+        }
+        let i = ((lags.len() as f64 * p).ceil() as usize).clamp(1, lags.len()) - 1;
+        lags[i] as f64 / 1000.0
+    };
+    let (p50, p99, max) = (pct(0.50), pct(0.99), pct(1.0));
+    let even = expected as f64 / args.replicas as f64;
+    let worst = per_replica.iter().map(|(_, n)| (*n as f64 - even).abs() / even).fold(0.0, f64::max);
+    let missed_share = missed as f64 / expected as f64;
+
+    println!("| job-ticks expected | runs | double runs | missed | start lag p50 | p99 | max |");
+    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| {expected} | {} | {doubles} | {missed} ({:.3}%) | {p50:.1} ms | {p99:.1} ms | {max:.1} ms |",
+        lags.len(),
+        missed_share * 100.0
+    );
+    let all_runs = per_replica.iter().map(|(_, n)| n).sum::<u64>().max(1);
+    println!(
+        "\nReplica CPU time, from ready to stop (all runs, including the window's edges): {:.0} ms in \
+         total, about {:.0} µs per run in the window.",
+        cpu_us as f64 / 1000.0,
+        cpu_us as f64 / all_runs as f64
+    );
+    println!("\n| replica | runs | vs even ({even:.0}) |");
+    println!("|---|---|---|");
+    for (instance, runs) in &per_replica {
+        println!("| {instance} | {runs} | {:+.1}% |", (*runs as f64 - even) / even * 100.0);
+    }
+    println!("\n| target | measured | met |");
+    println!("|---|---|---|");
+    println!("| start lag p99 ≤ 50 ms | {p99:.1} ms | {} |", met(p99 <= 50.0));
+    println!(
+        "| runs per replica within ±25% of even | worst {:.1}% | {} |",
+        worst * 100.0,
+        met(worst <= 0.25)
+    );
+    println!("| no double run | {doubles} | {} |", met(doubles == 0));
+    println!("| ≤ 0.1% missed job-ticks | {:.3}% | {} |", missed_share * 100.0, met(missed_share <= 0.001));
+    println!(
+        "{{\"scenario\":\"sched\",\"replicas\":{},\"jobs\":{},\"secs\":{},\"expected\":{expected},\"doubles\":{doubles},\"missed\":{missed},\"p50_ms\":{p50:.2},\"p99_ms\":{p99:.2},\"max_ms\":{max:.2},\"worst_spread\":{worst:.3}}}",
+        args.replicas, args.jobs, args.secs
+    );
+    Ok(())
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok { "yes" } else { "**no**" }
+}
+
+// ---------------------------------------------------------------------------------------------
+// a replica
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+}
+
+fn client(url: &str, instance: &str) -> Result<LockClient> {
+    Ok(LockClient::builder().url(url).instance_id(instance).build()?)
+}
+
+/// `--replica URL INSTANCE JOBS REPLICAS GRACE_MS`: runs `JOBS` jobs on a 1 s cron until `stop`
+/// on stdin, then prints one `run` line per run it started.
+fn replica(args: &[String]) -> Result<()> {
+    let [url, instance, jobs, replicas, grace_ms] = args else { bail!("{USAGE}") };
+    let (jobs, replicas, grace_ms): (usize, usize, u64) =
+        (jobs.parse()?, replicas.parse()?, grace_ms.parse()?);
+    let runs: Arc<Mutex<Vec<(u32, i64, u64)>>> = Arc::new(Mutex::new(Vec::with_capacity(jobs * 64)));
+    let rt = runtime()?;
+    rt.block_on(async {
+        let client = client(url, instance)?;
+        let mut builder = Scheduler::builder()
+            .client(client)
+            .group("schedbench")
+            .claim_grace(Duration::from_millis(grace_ms))
+            .shutdown_grace(Duration::from_secs(2));
+        for i in 0..jobs {
+            let runs = runs.clone();
+            let job = Job::with_context(format!("{i}"), "* * * * * *", move |ctx: RunContext| {
+                let lag = (Utc::now() - ctx.slot()).num_microseconds().unwrap_or(i64::MAX).max(0) as u64;
+                if let Ok(mut runs) = runs.lock() {
+                    runs.push((i as u32, ctx.tick(), lag));
+                }
+                std::future::ready(())
+            })
+            .lock(format!("schedbench:{i}"));
+            builder = builder.job(job);
+        }
+        let handle = builder.build()?.start().await?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while handle.live_replicas().len() < replicas {
+            if Instant::now() > deadline {
+                bail!("{instance} sees only {:?} after 20 s", handle.live_replicas());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        println!("ready");
+        let stop = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            let _ = std::io::stdin().read_line(&mut line);
+        });
+        let cpu_before = process_cpu_us();
+        let _ = stop.await;
+        println!("cpu_us {}", process_cpu_us().saturating_sub(cpu_before));
+        handle.shutdown().await;
+        Ok(())
+    })?;
+    let runs = runs.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for (job, tick, lag) in runs.iter() {
+        writeln!(out, "{RUN} {job} {tick} {lag}")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `--idle URL JOBS SECS`: `JOBS` daily jobs, none due; prints this process's CPU time over
+/// `SECS` seconds after a warm-up.
+fn idle(args: &[String]) -> Result<()> {
+    let [url, jobs, secs] = args else { bail!("{USAGE}") };
+    let (jobs, secs): (usize, u64) = (jobs.parse()?, secs.parse()?);
+    let rt = runtime()?;
+    rt.block_on(async {
+        let mut builder = Scheduler::builder().client(client(url, "idle")?).group("schedbench-idle");
+        // Daily, at a time that is not within the next minute: nothing fires while measured.
+        let hour = (Utc::now().format("%H").to_string().parse::<u32>().unwrap_or(0) + 12) % 24;
+        for i in 0..jobs {
+            builder = builder.job(
+                Job::new(format!("idle-{i}"), format!("0 {} {hour} * * *", i % 60), || async {})
+                    .lock(format!("schedbench-idle:{i}")),
+            );
+        }
+        let handle = builder.build()?.start().await?;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let before = process_cpu_us();
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+        let used = process_cpu_us().saturating_sub(before);
+        println!("idle_cpu_us {used}");
+        handle.shutdown().await;
+        Ok(())
+    })
+}
+
+/// User + system CPU time of this process (all threads), in µs, from `/proc/self/stat`
+/// (clock ticks of 10 ms: measure over seconds).
+fn process_cpu_us() -> u64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0 };
+    let Some((_, rest)) = stat.rsplit_once(')') else { return 0 };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (ticks(11) + ticks(12)) * 10_000
+}

@@ -1,0 +1,246 @@
+//! Which replicas of a scheduler group are alive, and which of them is preferred for a given
+//! job-tick (rendezvous hashing), so that runs spread across replicas.
+//!
+//! Each replica announces itself in one sorted set per group,
+//! `scheduler:{group:<name>}:members` (member: instance id, score: when its announcement
+//! lapses, on the Redis server's clock), with one script call every [`RENEW`] that also drops
+//! lapsed members and reads the live ones. The set itself expires [`MEMBER_TTL`] after the
+//! last announcement, so a group that stops running leaves nothing behind.
+//!
+//! The preference only decides who claims a slot *first*: the claim itself is lock-core's
+//! atomic tick claim, so exactly one replica runs each slot whatever the replicas believe
+//! about each other (stale or empty membership lists included).
+
+use std::sync::{Arc, LazyLock, RwLock};
+use std::time::Duration;
+
+use lock_core::LockClient;
+use lock_core::redis::{self, Script};
+use tokio::sync::watch;
+use tracing::Instrument;
+
+use crate::scheduler::State;
+
+/// How often a replica renews its announcement.
+pub(crate) const RENEW: Duration = Duration::from_secs(3);
+
+/// How long an announcement lasts: a replica that stopped renewing (crashed, partitioned) stops
+/// being preferred after at most this.
+pub(crate) const MEMBER_TTL: Duration = Duration::from_secs(10);
+
+/// How long one announcement may take.
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// KEYS: the group's member set. ARGV: instance id, TTL ms. Announces the instance, drops
+/// lapsed members, keeps the set alive for the TTL, returns the live members.
+static ANNOUNCE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return redis.call('ZRANGE', KEYS[1], 0, -1)
+",
+    )
+});
+
+/// This replica's view of its group.
+#[derive(Debug)]
+pub(crate) struct Members {
+    key: String,
+    instance: Arc<str>,
+    /// The live members as last read (always including this replica), sorted.
+    live: RwLock<Arc<[Arc<str>]>>,
+}
+
+impl Members {
+    pub(crate) fn new(group: &str, instance: Arc<str>) -> Members {
+        Members { key: members_key(group), live: RwLock::new(Arc::from(vec![instance.clone()])), instance }
+    }
+
+    /// The live members as last read.
+    pub(crate) fn live(&self) -> Arc<[Arc<str>]> {
+        self.live.read().map(|l| l.clone()).unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// Whether this replica is the preferred one for `job` at `tick` among the live members.
+    pub(crate) fn preferred(&self, job: &str, tick: i64) -> bool {
+        let live = self.live();
+        preferred_of(&live, job, tick).is_none_or(|p| **p == *self.instance)
+    }
+
+    /// Announces this replica and refreshes the list of live members (one round trip).
+    pub(crate) async fn announce(&self, client: &LockClient) -> Result<usize, String> {
+        let ttl = MEMBER_TTL.as_millis() as u64;
+        let call = async {
+            let mut invocation = ANNOUNCE.key(&self.key);
+            invocation.arg(&*self.instance).arg(ttl);
+            // Through the lock connection: any deployment (a cluster has no pool).
+            let mut pipe = redis::pipe();
+            pipe.invoke_script(&invocation);
+            client
+                .query_pipeline::<(Vec<String>,)>(&pipe)
+                .await
+                .map(|(names,)| names)
+                .map_err(|e| e.to_string())
+        };
+        let mut names = match tokio::time::timeout(TIMEOUT, call).await {
+            Ok(result) => result?,
+            Err(_) => return Err(format!("no answer from redis within {TIMEOUT:?}")),
+        };
+        if !names.iter().any(|n| **n == *self.instance) {
+            names.push(self.instance.to_string());
+        }
+        names.sort();
+        let count = names.len();
+        let live: Arc<[Arc<str>]> = names.into_iter().map(Arc::from).collect();
+        match self.live.write() {
+            Ok(mut l) => *l = live,
+            Err(e) => *e.into_inner() = live,
+        }
+        Ok(count)
+    }
+
+    /// Withdraws this replica (at shutdown), so the others stop preferring it at once.
+    pub(crate) async fn leave(&self, client: &LockClient) {
+        let call = async {
+            let mut pipe = redis::pipe();
+            pipe.cmd("ZREM").arg(&self.key).arg(&*self.instance);
+            client.query_pipeline::<(i64,)>(&pipe).await.map_err(|e| e.to_string())
+        };
+        match tokio::time::timeout(TIMEOUT, call).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "could not withdraw from the scheduler group"),
+            Err(_) => tracing::debug!("could not withdraw from the scheduler group: no answer"),
+        }
+    }
+}
+
+/// The Redis key of `group`'s member set.
+pub(crate) fn members_key(group: &str) -> String {
+    format!("scheduler:{{group:{group}}}:members")
+}
+
+/// Renews this replica's announcement every [`RENEW`] until the scheduler stops (then
+/// withdraws it) or its handle is dropped.
+pub(crate) fn spawn_announcer(
+    members: Arc<Members>,
+    client: LockClient,
+    mut state: watch::Receiver<State>,
+) -> tokio::task::JoinHandle<()> {
+    let span = tracing::debug_span!(parent: None, "scheduler_members", instance = %members.instance);
+    tokio::spawn(
+        async move {
+            let mut failing = false;
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(RENEW) => {}
+                    changed = state.changed() => {
+                        if changed.is_err() || state.borrow().deadline().is_some() {
+                            members.leave(&client).await;
+                            return;
+                        }
+                        continue;
+                    }
+                }
+                match members.announce(&client).await {
+                    Ok(count) => {
+                        if failing {
+                            tracing::info!(live = count, "announcing this replica to its group works again");
+                        }
+                        failing = false;
+                    }
+                    Err(e) if !failing => {
+                        failing = true;
+                        tracing::warn!(
+                            error = %e,
+                            "could not announce this replica to its group; other replicas stop preferring it \
+                             for runs after {MEMBER_TTL:?} (runs stay once per tick)"
+                        );
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        .instrument(span),
+    )
+}
+
+/// The member preferred for `job` at `tick`: the highest rendezvous score.
+pub(crate) fn preferred_of<'a>(live: &'a [Arc<str>], job: &str, tick: i64) -> Option<&'a Arc<str>> {
+    live.iter().max_by_key(|instance| (score(job, tick, instance), instance.as_bytes()))
+}
+
+/// A hash of (job, tick, instance) that is the same in every process and Rust version
+/// (FNV-1a then a SplitMix64 finaliser, for good spreading of close inputs).
+fn score(job: &str, tick: i64, instance: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    eat(job.as_bytes());
+    eat(&[0xff]);
+    eat(&tick.to_le_bytes());
+    eat(&[0xff]);
+    eat(instance.as_bytes());
+    let mut z = h.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(names: &[&str]) -> Vec<Arc<str>> {
+        names.iter().map(|n| Arc::from(*n)).collect()
+    }
+
+    #[test]
+    fn the_preferred_replica_is_spread_evenly_and_the_same_everywhere() {
+        let replicas = live(&["pod-a", "pod-b", "pod-c"]);
+        let mut counts = [0usize; 3];
+        for job in 0..1000 {
+            for tick in 0..3 {
+                let name = format!("job-{job}");
+                let p = preferred_of(&replicas, &name, 1_700_000_000_000 + tick * 1000).expect("a member");
+                let i = replicas.iter().position(|r| r == p).expect("one of them");
+                counts[i] += 1;
+            }
+        }
+        // 3,000 job-ticks over 3 replicas: 1,000 each, within a few percent.
+        for c in counts {
+            assert!((900..=1100).contains(&c), "uneven spread: {counts:?}");
+        }
+        // Independent of the order members are listed in.
+        let reversed = live(&["pod-c", "pod-b", "pod-a"]);
+        assert_eq!(preferred_of(&replicas, "x", 5), preferred_of(&reversed, "x", 5));
+    }
+
+    #[test]
+    fn removing_a_replica_only_moves_its_own_job_ticks() {
+        let all = live(&["a", "b", "c", "d"]);
+        let without_d = live(&["a", "b", "c"]);
+        for job in 0..200 {
+            let name = format!("j{job}");
+            let before = preferred_of(&all, &name, 0).expect("member");
+            let after = preferred_of(&without_d, &name, 0).expect("member");
+            if &**before != "d" {
+                assert_eq!(before, after);
+            }
+        }
+    }
+
+    #[test]
+    fn a_replica_alone_is_always_preferred() {
+        let members = Members::new("g", Arc::from("solo"));
+        assert!(members.preferred("any", 42));
+        assert_eq!(members_key("g"), "scheduler:{group:g}:members");
+    }
+}

@@ -1,0 +1,288 @@
+//! One run of one slot of a job on this replica: the pause check, the job inside its tick's scope (and its lock), the time
+//! limit, and how it went (logged, recorded in the run history, reported).
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures_util::FutureExt;
+use lock_core::LockError;
+use lock_core::tick::{self, TickOutcome};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::control::PauseCheck;
+use crate::job::RunContext;
+use crate::report::RunOutcome;
+use crate::scheduler::{JobEntry, Shared};
+
+/// A run in flight for a job on this replica.
+pub(crate) struct Running {
+    pub(crate) handle: JoinHandle<RunOutcome>,
+    pub(crate) slot: DateTime<Utc>,
+    pub(crate) fired_at: DateTime<Utc>,
+    pub(crate) span: tracing::Span,
+}
+
+impl Running {
+    /// Whether the run's task is over.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+}
+
+/// Spawns the run of `slot` of `job`, fired at `fired_at`; `pause` answers whether the job is
+/// paused.
+pub(crate) fn spawn(
+    shared: &Arc<Shared>,
+    job: &Arc<JobEntry>,
+    slot: DateTime<Utc>,
+    fired_at: DateTime<Utc>,
+    pause: PauseCheck,
+) -> Running {
+    let local = slot.with_timezone(&job.schedule.time_zone());
+    let span = tracing::info_span!(
+        parent: None,
+        "job_run",
+        job = %job.name,
+        tick = %local.to_rfc3339(),
+        instance = %shared.instance,
+        outcome = tracing::field::Empty,
+        duration_ms = tracing::field::Empty,
+    );
+    let ctx = RunContext { job: job.name.clone(), slot: local, instance: shared.instance.clone() };
+    let (shared_, job_) = (shared.clone(), job.clone());
+    let handle = tokio::spawn(
+        async move {
+            // Lowered when the run ends or is cancelled (its future dropped).
+            let _running = RunningFlag::raise(&job_);
+            run(shared_, job_, ctx, fired_at, pause).await
+        }
+        .instrument(span.clone()),
+    );
+    Running { handle, slot, fired_at, span }
+}
+
+/// Cancels the run: dropping its future drops its lock guard, which releases the lock.
+/// Returns whether the run had started (one still waiting for its pause check is dropped
+/// without a trace).
+pub(crate) async fn cancel(shared: &Shared, job: &JobEntry, mut run: Running, why: &str) -> bool {
+    let started = job.running.load(Ordering::SeqCst);
+    run.handle.abort();
+    let _ = (&mut run.handle).await;
+    if !started {
+        return false;
+    }
+    run.span.record("outcome", "cancelled");
+    let tick = run.slot.with_timezone(&job.schedule.time_zone()).to_rfc3339();
+    run.span.in_scope(|| {
+        tracing::warn!(
+            job = %job.name,
+            tick = %tick,
+            outcome = "cancelled",
+            "{why}: cancelled the running job and released its lock"
+        );
+    });
+    shared.record(job, run.slot, &RunOutcome::Cancelled, Duration::ZERO).await;
+    shared.report(job, run.slot, run.fired_at, RunOutcome::Cancelled, Duration::ZERO);
+    true
+}
+
+/// Marks a job as running on this replica while alive.
+struct RunningFlag(Arc<JobEntry>);
+
+impl RunningFlag {
+    fn raise(job: &Arc<JobEntry>) -> Self {
+        job.running.store(true, Ordering::SeqCst);
+        RunningFlag(job.clone())
+    }
+}
+
+impl Drop for RunningFlag {
+    fn drop(&mut self) {
+        self.0.running.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Why a run's body did not succeed.
+enum Failure {
+    Job(String),
+    Lock(LockError),
+}
+
+impl From<LockError> for Failure {
+    fn from(e: LockError) -> Self {
+        Failure::Lock(e)
+    }
+}
+
+/// What the run's future gave back: its result, or the panic it raised.
+type Caught = Result<Result<(), Failure>, Box<dyn std::any::Any + Send>>;
+
+/// One run: the job inside its tick's scope, logged and reported.
+async fn run(
+    shared: Arc<Shared>,
+    job: Arc<JobEntry>,
+    ctx: RunContext,
+    fired_at: DateTime<Utc>,
+    mut pause: PauseCheck,
+) -> RunOutcome {
+    let started = Instant::now();
+    let slot = ctx.slot();
+    let outcome = if pause.is_paused(&job.name).await {
+        RunOutcome::SkippedPaused
+    } else {
+        match run_in_tick_scope(&shared, &job, ctx).await {
+            (Some(caught), lock_outcome) => {
+                // Held and claimed ticks are contention, reported as such; this is Redis (or
+                // the pool) failing to answer.
+                let redis_failed = matches!(lock_outcome, Some(TickOutcome::LockFailed(_)));
+                if redis_failed {
+                    // Nobody may have run this slot: once Redis answers, the last claimed tick
+                    // says which slots were missed.
+                    shared.request_resync(&job.name);
+                }
+                classify(&job, caught, lock_outcome)
+            }
+            (None, _) => RunOutcome::TimedOut(job.max_run_time.unwrap_or_default()),
+        }
+    };
+    let duration = started.elapsed();
+    match &outcome {
+        RunOutcome::SkippedHeld => job.may_be_held.store(true, Ordering::Relaxed),
+        o if o.ran_here() => job.may_be_held.store(duration >= shared.claim_grace, Ordering::Relaxed),
+        _ => {}
+    }
+    log_outcome(&job, slot, &outcome, duration);
+    shared.record(&job, slot, &outcome, duration).await;
+    shared.report(&job, slot, fired_at, outcome.clone(), duration);
+    outcome
+}
+
+/// Runs the job's future inside `tick::scope(tick)` (so the outermost lock claims the tick),
+/// wrapped in the job's configured lock if it has one; panics caught. `None`: the run took
+/// longer than the job's maximum run time and was cancelled (its future dropped, which
+/// releases its lock).
+async fn run_in_tick_scope(
+    shared: &Shared,
+    job: &JobEntry,
+    ctx: RunContext,
+) -> (Option<Caught>, Option<TickOutcome>) {
+    let tick = ctx.tick();
+    let func = job.func.clone();
+    // The job's closure is called inside the lock, at the body's first poll.
+    let body = async move { func(ctx).await.map_err(Failure::Job) };
+    let lock = job.lock.clone();
+    let client = shared.client.clone();
+    // Boxed: the nested lock and job futures are otherwise deep enough to overflow rustc's
+    // query depth limit in a clean (non-incremental) build. One allocation per run.
+    let locked: std::pin::Pin<Box<dyn Future<Output = _> + Send>> = Box::pin(async move {
+        match lock {
+            // A held lock or a claimed tick is reported through the tick scope.
+            Some(lock) => {
+                client.with_lock(&lock.key, lock.options, body).await.unwrap_or_else(|e| Err(e.into()))
+            }
+            None => body.await,
+        }
+    });
+    let caught = AssertUnwindSafe(locked).catch_unwind();
+    let limit = job.max_run_time;
+    let limited = async move {
+        match limit {
+            Some(limit) => tokio::time::timeout(limit, caught).await.ok(),
+            None => Some(caught.await),
+        }
+    };
+    tick::scope(tick, limited).await
+}
+
+/// The run's outcome, from what its future returned and what its first lock saw.
+fn classify(job: &JobEntry, caught: Caught, lock_outcome: Option<TickOutcome>) -> RunOutcome {
+    match (caught, lock_outcome) {
+        (Err(panic), _) => RunOutcome::Failed(format!("panicked: {}", panic_message(&*panic))),
+        (Ok(_), Some(TickOutcome::Held)) => RunOutcome::SkippedHeld,
+        (Ok(_), Some(TickOutcome::Claimed { .. })) => RunOutcome::SkippedTickDone,
+        (Ok(_), Some(TickOutcome::LockFailed(e))) => {
+            RunOutcome::Failed(format!("could not take the lock: {e}"))
+        }
+        (Ok(Err(Failure::Lock(e))), _) => RunOutcome::Failed(format!("lock error: {e}")),
+        (Ok(_), Some(TickOutcome::Lost(_))) => {
+            RunOutcome::Failed("the lock was lost while the job ran; it was cancelled".into())
+        }
+        (Ok(Err(Failure::Job(e))), _) => RunOutcome::Failed(e),
+        (Ok(Ok(())), lock_outcome) => {
+            if lock_outcome.is_none() && !job.warned_unlocked.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    "the job took no distributed lock, so it runs on every replica: annotate its fn with \
+                     #[distributed_lock(key = \"...\", skip_if_held)] or configure `Job::lock`"
+                );
+            }
+            RunOutcome::Ran
+        }
+    }
+}
+
+/// Records the outcome on the run's span and logs it with the job and tick.
+fn log_outcome(job: &JobEntry, slot: DateTime<Utc>, outcome: &RunOutcome, duration: Duration) {
+    let span = tracing::Span::current();
+    let duration_ms = duration.as_millis() as u64;
+    span.record("outcome", outcome.label());
+    span.record("duration_ms", duration_ms);
+    let tick = slot.with_timezone(&job.schedule.time_zone()).to_rfc3339();
+    let job = &*job.name;
+    match outcome {
+        RunOutcome::Ran => tracing::info!(job = %job, tick = %tick, outcome = "ran", duration_ms, "job ran"),
+        RunOutcome::SkippedHeld => tracing::info!(
+            job = %job,
+            tick = %tick,
+            outcome = "skipped: held",
+            duration_ms,
+            "another instance holds the lock, skipping"
+        ),
+        RunOutcome::SkippedTickDone => tracing::info!(
+            job = %job,
+            tick = %tick,
+            outcome = "skipped: tick done",
+            duration_ms,
+            "this tick already ran on another instance, skipping"
+        ),
+        RunOutcome::SkippedPaused => tracing::info!(
+            job = %job,
+            tick = %tick,
+            outcome = "skipped: paused",
+            "the job is paused (lockctl resume or scheduler::resume to resume it), skipping"
+        ),
+        RunOutcome::TimedOut(limit) => tracing::warn!(
+            job = %job,
+            tick = %tick,
+            outcome = "timed out",
+            duration_ms,
+            "the job ran longer than its maximum run time ({limit:?}): cancelled, its lock released"
+        ),
+        RunOutcome::Failed(error) => tracing::error!(
+            job = %job,
+            tick = %tick,
+            outcome = "failed",
+            duration_ms,
+            error = %error,
+            "job failed; it stays scheduled"
+        ),
+        other => {
+            tracing::error!(job = %job, tick = %tick, outcome = other.label(), duration_ms, "job ended: {other}")
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(non-string panic payload)".to_owned()
+    }
+}

@@ -1,0 +1,308 @@
+//! The scheduler with many jobs and several replicas, against a real redis-server: exactly
+//! once per job-tick, runs spread over the live replicas, a dead preferred replica costing only
+//! the claim grace, every key written expiring, jobs added and removed at runtime, and the
+//! maximum run time.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_core::LockClient;
+use scheduler::chrono::Utc;
+use scheduler::{Job, RunContext, RunOutcome, RunReport, Scheduler, SchedulerError, SchedulerHandle};
+use tests::harness::{RedisServer, init_tracing, wait_until};
+use tokio::sync::broadcast::error::RecvError;
+
+fn client(server: &RedisServer, instance: &str) -> LockClient {
+    LockClient::builder()
+        .url(server.url())
+        .instance_id(instance)
+        .command_timeout(Duration::from_millis(500))
+        .build()
+        .expect("valid client configuration")
+}
+
+type Reports = Arc<Mutex<Vec<RunReport>>>;
+
+async fn start(scheduler: Scheduler) -> (SchedulerHandle, Reports) {
+    let reports: Reports = Arc::default();
+    let (sink, mut rx) = (reports.clone(), scheduler.subscribe());
+    tokio::spawn(async move {
+        loop {
+            match rx.recv().await {
+                Ok(report) => sink.lock().expect("reports lock").push(report),
+                Err(RecvError::Lagged(n)) => panic!("a report collector lagged by {n}"),
+                Err(RecvError::Closed) => break,
+            }
+        }
+    });
+    (scheduler.start().await.expect("scheduler starts"), reports)
+}
+
+fn snapshot(reports: &Reports) -> Vec<RunReport> {
+    reports.lock().expect("reports lock").clone()
+}
+
+/// Every run's (job, tick, instance, start lag), as seen by the jobs themselves.
+type Runs = Arc<Mutex<Vec<(String, i64, String, Duration)>>>;
+
+fn counted_job(name: &str, runs: &Runs) -> Job {
+    let runs = runs.clone();
+    Job::with_context(name.to_owned(), "* * * * * *", move |ctx: RunContext| {
+        let lag = (Utc::now() - ctx.slot()).to_std().unwrap_or_default();
+        runs.lock().expect("runs lock").push((
+            ctx.job().to_owned(),
+            ctx.tick(),
+            ctx.instance().to_owned(),
+            lag,
+        ));
+        std::future::ready(())
+    })
+    .lock(format!("lock:{name}"))
+}
+
+/// Starts `n` replicas of the same `jobs` jobs in `group`, and waits until each sees all.
+async fn replicas(
+    server: &RedisServer,
+    group: &str,
+    n: usize,
+    jobs: usize,
+    grace: Duration,
+    runs: &Runs,
+) -> Vec<(SchedulerHandle, Reports)> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let mut builder = Scheduler::builder()
+            .client(client(server, &format!("{group}-{i}")))
+            .group(group)
+            .claim_grace(grace)
+            .shutdown_grace(Duration::from_secs(2));
+        for j in 0..jobs {
+            builder = builder.job(counted_job(&format!("{group}-job-{j}"), runs));
+        }
+        out.push(start(builder.build().expect("valid scheduler")).await);
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || out.iter().all(|(h, _)| h.live_replicas().len() == n)).await,
+        "every replica sees the {n} replicas: {:?}",
+        out.iter().map(|(h, _)| h.live_replicas()).collect::<Vec<_>>()
+    );
+    out
+}
+
+/// Whole-second ticks in `[from, to)`.
+fn ticks_between(from: i64, to: i64) -> Vec<i64> {
+    let first = (from / 1000 + 1) * 1000;
+    (first..to).step_by(1000).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_jobs_on_three_replicas_run_each_job_tick_once_spread_over_the_replicas() {
+    init_tracing();
+    let server = RedisServer::start();
+    let runs: Runs = Arc::default();
+    let replicas = replicas(&server, "spread", 3, 30, Duration::from_millis(500), &runs).await;
+    // Five whole ticks once all replicas see each other.
+    let from = Utc::now().timestamp_millis() + 1000;
+    let ticks = ticks_between(from, from + 5000);
+    let last = *ticks.last().expect("ticks");
+    let settled = || runs.lock().expect("runs").iter().filter(|r| r.1 == last).count() == 30;
+    assert!(wait_until(Duration::from_secs(15), settled).await, "the last tick ran for every job");
+    // Past the grace of the last tick: late claims, if any, have happened.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    for (handle, _) in replicas {
+        handle.shutdown().await;
+    }
+
+    let runs = runs.lock().expect("runs").clone();
+    let mut per_job_tick: HashMap<(String, i64), Vec<String>> = HashMap::new();
+    let mut per_replica: BTreeMap<String, usize> = BTreeMap::new();
+    for (job, tick, instance, _) in &runs {
+        if ticks.contains(tick) {
+            per_job_tick.entry((job.clone(), *tick)).or_default().push(instance.clone());
+            *per_replica.entry(instance.clone()).or_default() += 1;
+        }
+    }
+    for j in 0..30 {
+        for tick in &ticks {
+            let by = per_job_tick.get(&(format!("spread-job-{j}"), *tick));
+            assert_eq!(by.map(Vec::len), Some(1), "job {j} tick {tick} ran once: {by:?}");
+        }
+    }
+    // 150 runs, 50 each if even: each replica runs a fair share (binomial spread is ±6 or so).
+    assert_eq!(per_replica.len(), 3, "every replica ran some: {per_replica:?}");
+    for (instance, n) in &per_replica {
+        assert!((25..=75).contains(n), "{instance} ran {n} of 150: {per_replica:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_preferred_replica_costs_only_the_claim_grace() {
+    init_tracing();
+    let server = RedisServer::start();
+    let runs: Runs = Arc::default();
+    let grace = Duration::from_millis(300);
+    let replicas = replicas(&server, "ghost", 1, 20, grace, &runs).await;
+    // A replica that announced itself, then died: it stays a member until its announcement
+    // lapses (here: for the whole test), and is preferred for about half of the job-ticks.
+    let far = (Utc::now().timestamp_millis() + 600_000).to_string();
+    server.cli(&["ZADD", "scheduler:{group:ghost}:members", &far, "ghost-dead"]);
+    let (handle, _) = &replicas[0];
+    assert!(
+        wait_until(Duration::from_secs(10), || handle.live_replicas().len() == 2).await,
+        "the live replica sees the dead one: {:?}",
+        handle.live_replicas()
+    );
+    let from = Utc::now().timestamp_millis() + 500;
+    let ticks = ticks_between(from, from + 3000);
+    let last = *ticks.last().expect("ticks");
+    let settled = || runs.lock().expect("runs").iter().filter(|r| r.1 == last).count() == 20;
+    assert!(wait_until(Duration::from_secs(15), settled).await, "every job ran its last tick");
+    for (handle, _) in replicas {
+        handle.shutdown().await;
+    }
+
+    let runs: Vec<_> = runs.lock().expect("runs").iter().filter(|r| ticks.contains(&r.1)).cloned().collect();
+    assert_eq!(runs.len(), 20 * ticks.len(), "no job-tick lost to the dead replica");
+    let (late, on_time): (Vec<_>, Vec<_>) = runs.iter().partition(|r| r.3 >= grace);
+    assert!(
+        !late.is_empty() && !on_time.is_empty(),
+        "both kinds: {} late, {} on time",
+        late.len(),
+        on_time.len()
+    );
+    for (job, tick, _, lag) in &late {
+        assert!(*lag < grace + Duration::from_secs(1), "{job} {tick}: {lag:?} late, more than the grace");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_key_the_scheduler_writes_expires() {
+    init_tracing();
+    let server = RedisServer::start();
+    let runs: Runs = Arc::default();
+    let replicas = replicas(&server, "ttl", 2, 5, Duration::from_millis(300), &runs).await;
+    assert!(wait_until(Duration::from_secs(10), || runs.lock().expect("runs").len() >= 10).await, "jobs ran");
+    // Keys while running (the members set is only there then), and after the shutdown.
+    let check = |when: &str| {
+        let keys = server.cli(&["KEYS", "*"]);
+        assert!(keys.contains("}:tick"), "{when}: tick keys exist: {keys}");
+        for key in keys.lines().filter(|k| !k.is_empty()) {
+            let ttl: i64 = server.cli(&["PTTL", key]).parse().expect("a PTTL");
+            // -2: deleted since listed (a lock released, the members set emptied): fine.
+            assert!(ttl > 0 || ttl == -2, "{when}: {key} has no expiry (PTTL {ttl})");
+            if key.ends_with("}:tick") {
+                let week = lock_core::tick::TICK_TTL.as_millis() as i64;
+                assert!(ttl <= week && ttl > week - 60_000, "{key}: PTTL {ttl}, not about TICK_TTL");
+            }
+        }
+    };
+    check("running");
+    let members: i64 = server.cli(&["PTTL", "scheduler:{group:ttl}:members"]).parse().expect("PTTL");
+    assert!((1..=10_000).contains(&members), "the members set expires within 10 s: {members}");
+    for (handle, _) in replicas {
+        handle.shutdown().await;
+    }
+    check("stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_added_and_removed_at_runtime_by_name() {
+    init_tracing();
+    let server = RedisServer::start();
+    let runs: Runs = Arc::default();
+    let scheduler = Scheduler::builder()
+        .client(client(&server, "rt"))
+        .group("runtime")
+        .job(counted_job("first", &runs))
+        .build()
+        .expect("valid scheduler");
+    let (handle, _) = start(scheduler).await;
+    let ran = |job: &str| runs.lock().expect("runs").iter().filter(|r| r.0 == job).count();
+    assert!(wait_until(Duration::from_secs(5), || ran("first") >= 1).await, "first runs");
+
+    handle.add_job(counted_job("second", &runs)).expect("a new job is added");
+    assert_eq!(handle.job_names(), ["first", "second"]);
+    assert!(wait_until(Duration::from_secs(5), || ran("second") >= 2).await, "the added job runs");
+
+    // Typed errors: a name taken, an invalid cron expression, a lock key taken.
+    let duplicate = handle.add_job(counted_job("second", &runs));
+    assert!(
+        matches!(duplicate, Err(SchedulerError::DuplicateJob { ref job }) if job == "second"),
+        "{duplicate:?}"
+    );
+    let bad_cron = handle.add_job(Job::new("bad", "0 61 * * * *", || async {}));
+    assert!(
+        matches!(bad_cron, Err(SchedulerError::Schedule { ref job, .. }) if job == "bad"),
+        "{bad_cron:?}"
+    );
+    let same_key = handle.add_job(Job::new("third", "* * * * * *", || async {}).lock("lock:first"));
+    assert!(matches!(same_key, Err(SchedulerError::InvalidJob { .. })), "{same_key:?}");
+
+    assert!(handle.remove_job("first"));
+    assert!(!handle.remove_job("first"), "already removed");
+    assert!(!handle.remove_job("never-there"));
+    assert_eq!(handle.job_names(), ["second"]);
+    let first_runs = ran("first");
+    let second_runs = ran("second");
+    assert!(wait_until(Duration::from_secs(5), || ran("second") >= second_runs + 2).await);
+    assert_eq!(ran("first"), first_runs, "a removed job does not fire again");
+
+    // Re-adding a removed name works (it is free again).
+    handle.add_job(counted_job("first", &runs)).expect("the name is free again");
+    assert!(wait_until(Duration::from_secs(5), || ran("first") > first_runs).await, "re-added job runs");
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_past_its_max_run_time_is_cancelled_its_lock_released_and_the_next_tick_runs() {
+    init_tracing();
+    let server = RedisServer::start();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let job = Job::new("slow", "* * * * * *", move || {
+        let first = counter.fetch_add(1, Ordering::SeqCst) == 0;
+        async move {
+            if first {
+                // Far past the limit: only cancellation ends it.
+                tokio::time::sleep(Duration::from_secs(30)).await;
+            }
+        }
+    })
+    .lock("lock:slow")
+    .max_run_time(Duration::from_millis(300));
+    let c = client(&server, "limits");
+    let scheduler = Scheduler::builder().client(c.clone()).group("limits").job(job).build().expect("valid");
+    let (handle, reports) = start(scheduler).await;
+    let outcomes = || snapshot(&reports).into_iter().map(|r| r.outcome).collect::<Vec<_>>();
+    assert!(
+        wait_until(Duration::from_secs(8), || {
+            let o = outcomes();
+            o.contains(&RunOutcome::TimedOut(Duration::from_millis(300))) && o.contains(&RunOutcome::Ran)
+        })
+        .await,
+        "a timed-out run, then a normal one: {:?}",
+        outcomes()
+    );
+    // The lock was released when the run was cancelled: the next tick could take it.
+    let o = outcomes();
+    let timed_out = o.iter().position(|o| matches!(o, RunOutcome::TimedOut(_))).expect("timed out");
+    let ran = o.iter().position(|o| *o == RunOutcome::Ran).expect("ran");
+    assert!(timed_out < ran, "the run after the timed-out one ran: {o:?}");
+    let history = handle.history("slow", 10).await.expect("history");
+    assert!(
+        history
+            .iter()
+            .any(|h| h.outcome == "timed out" && h.error.as_deref().is_some_and(|e| e.contains("300ms"))),
+        "{history:#?}"
+    );
+    handle.shutdown().await;
+    assert!(
+        wait_until(Duration::from_secs(3), || server.cli(&["EXISTS", "lock:slow"]) == "0").await,
+        "lock free"
+    );
+    let zero = Job::new("zero", "* * * * * *", || async {}).max_run_time(Duration::ZERO);
+    let err = Scheduler::builder().client(c).job(zero).build().expect_err("a zero limit is refused");
+    assert!(matches!(err, SchedulerError::InvalidJob { ref job, .. } if job == "zero"), "{err}");
+}
