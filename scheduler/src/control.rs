@@ -417,7 +417,9 @@ pub(crate) async fn first_to_record_missed(client: &LockClient, job: &str, tick:
         invocation.arg(tick).arg(lock_core::tick::TICK_TTL.as_millis() as u64);
         // Through the lock connection: any deployment (a cluster has no pool).
         let mut pipe = redis::pipe();
-        pipe.invoke_script(&invocation);
+        // Loaded in the same pipeline: a pipeline's EVALSHA is not retried after NOSCRIPT
+        // (this runs every few seconds at most).
+        pipe.load_script(&MISSED).ignore().invoke_script(&invocation);
         client.query_pipeline::<(i64,)>(&pipe).await.map(|(set,)| set).map_err(|e| e.to_string())
     };
     match tokio::time::timeout(TIMEOUT, call).await {

@@ -79,7 +79,9 @@ impl Members {
             invocation.arg(&*self.instance).arg(ttl);
             // Through the lock connection: any deployment (a cluster has no pool).
             let mut pipe = redis::pipe();
-            pipe.invoke_script(&invocation);
+            // Loaded in the same pipeline: a pipeline's EVALSHA is not retried after NOSCRIPT
+            // (this runs every few seconds at most).
+            pipe.load_script(&ANNOUNCE).ignore().invoke_script(&invocation);
             client
                 .query_pipeline::<(Vec<String>,)>(&pipe)
                 .await
