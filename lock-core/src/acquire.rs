@@ -487,7 +487,7 @@ impl Core {
 /// Built without the formatting machinery (it is on every acquisition's path).
 fn new_token(identity: &Identity) -> String {
     let mut buf = uuid::Uuid::encode_buffer();
-    let uuid = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf);
+    let uuid = identity.lock_id().hyphenated().encode_lower(&mut buf);
     let owner = &identity.owner;
     let mut token = String::with_capacity(owner.len() + 1 + uuid.len());
     token.push_str(owner);

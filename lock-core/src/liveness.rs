@@ -49,6 +49,9 @@ pub(crate) struct Identity {
     dead: AtomicBool,
     /// Woken when the identity dies.
     pub(crate) died: Notify,
+    /// Random at creation; each lock id adds the next count to it (see [`lock_id`](Self::lock_id)).
+    lock_id_base: u128,
+    lock_ids: AtomicU64,
 }
 
 impl Identity {
@@ -63,7 +66,20 @@ impl Identity {
             deadline_nanos: AtomicU64::new(0),
             dead: AtomicBool::new(false),
             died: Notify::new(),
+            lock_id_base: uuid::Uuid::new_v4().as_u128(),
+            lock_ids: AtomicU64::new(0),
         }
+    }
+
+    /// A fresh lock id for an owner token: unique per identity (a counter over a random
+    /// base: no system call per acquisition, unlike a random v4 UUID each time) and across
+    /// clients (the base). Tokens are not secrets (anyone who can read Redis sees them), so
+    /// predictability does not matter; uniqueness does.
+    pub(crate) fn lock_id(&self) -> uuid::Uuid {
+        let n = self.lock_ids.fetch_add(1, Ordering::Relaxed);
+        // The counter only reaches the low 64 bits (version and variant bits sit above them).
+        let bytes = self.lock_id_base.wrapping_add(u128::from(n)).to_be_bytes();
+        uuid::Builder::from_random_bytes(bytes).into_uuid()
     }
 
     /// Until when this identity's liveness key is known to exist (minus a drift allowance).
@@ -273,6 +289,21 @@ async fn renew_once(shared: &Shared, identity: &Identity) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lock_ids_are_unique_v4_uuids_within_and_across_identities() {
+        let (a, b) = (Identity::new("pod-1"), Identity::new("pod-1"));
+        let mut seen = std::collections::HashSet::new();
+        for identity in [&a, &b] {
+            for _ in 0..1000 {
+                let id = identity.lock_id();
+                assert_eq!(id.get_version_num(), 4);
+                let token = format!("{}:{}", identity.owner, id.hyphenated());
+                assert_eq!(owner_of(&token), Some(identity.owner.as_str()));
+                assert!(seen.insert(id), "duplicate lock id {id}");
+            }
+        }
+    }
 
     #[test]
     fn owner_is_found_only_in_this_crates_tokens() {
