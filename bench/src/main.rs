@@ -36,7 +36,9 @@
 //! ```
 //!
 //! Variants: `raw`, `guard`, `scoped`, `annotated`, and the `--explain` ones: `raw+lc-acquire`,
-//! `raw+lc-release`, `raw+lc-scripts`, `raw+proposed`.
+//! `raw+lc-release`, `raw+lc-scripts`, `raw+proposed`. With `--tasks T` (T > 1) the variant
+//! runs in T tasks on the multi-thread runtime, as in S1's C = 32, for a sampling profiler:
+//! `perf record -g target/release/lockbench --callgrind guard --iters 20000 --tasks 32`.
 
 mod conn;
 mod cycles;
@@ -66,7 +68,7 @@ usage: lockbench [--quick] [--explain] [--only s1,s2,s3,s4] [--json FILE] [--loc
          --cluster: S1 only, against a 3-master cluster (with replicas) the fixture starts, or
          the cluster REDIS_URL=redis+cluster://h1:p1,h2:p2 names; raw baseline through a
          redis-rs cluster connection
-       lockbench --callgrind VARIANT --iters N
+       lockbench --callgrind VARIANT --iters N [--tasks T]
          VARIANT: raw guard scoped annotated raw+lc-acquire raw+lc-release raw+lc-scripts raw+proposed
 
 Uses REDIS_URL if set, else starts a private redis-server from PATH.";
@@ -81,6 +83,8 @@ struct Args {
     lease: Duration,
     callgrind: Option<Variant>,
     iters: u64,
+    /// `--callgrind` with more than one task: on the multi-thread runtime, for `perf record`.
+    tasks: usize,
     cluster: bool,
 }
 
@@ -94,6 +98,7 @@ fn parse_args() -> Result<Args> {
         lease: Duration::from_secs(3),
         callgrind: None,
         iters: 2000,
+        tasks: 1,
         cluster: false,
     };
     let mut only_given = false;
@@ -124,6 +129,12 @@ fn parse_args() -> Result<Args> {
                     Some(Variant::parse(&v).with_context(|| format!("unknown variant `{v}`\n{USAGE}"))?);
             }
             "--iters" => args.iters = value("--iters")?.parse().context("--iters takes a number")?,
+            "--tasks" => {
+                args.tasks = value("--tasks")?.parse().context("--tasks takes a number")?;
+                if args.tasks == 0 {
+                    bail!("--tasks takes a number of at least 1\n{USAGE}");
+                }
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -257,12 +268,18 @@ fn main() -> Result<()> {
         (Some(redis), None, url, private)
     };
     let result = if let Some(variant) = args.callgrind {
-        // One thread, so instruction counts do not depend on scheduling.
-        tokio::runtime::Builder::new_current_thread()
+        // One task on one thread, so instruction counts do not depend on scheduling; several
+        // tasks on the worker threads, as S1's C = 32.
+        let mut runtime = if args.tasks == 1 {
+            tokio::runtime::Builder::new_current_thread()
+        } else {
+            tokio::runtime::Builder::new_multi_thread()
+        };
+        runtime
             .enable_all()
             .build()
             .context("building the tokio runtime")?
-            .block_on(callgrind(url, variant, args.iters))
+            .block_on(callgrind(url, variant, args.iters, args.tasks))
     } else {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -293,8 +310,9 @@ async fn interrupted() -> Result<()> {
     }
 }
 
-/// Runs `iters` cycles of one variant, for `valgrind --tool=callgrind`.
-async fn callgrind(url: String, variant: Variant, iters: u64) -> Result<()> {
+/// Runs `iters` cycles of one variant in each of `tasks` tasks, for `valgrind
+/// --tool=callgrind` (one task) or `perf record` (several).
+async fn callgrind(url: String, variant: Variant, iters: u64, tasks: usize) -> Result<()> {
     let b = Bench::new(url, true, false).await?;
     let conns = Conns { client: b.client("lockbench-cg")?, conn: b.conn().await? };
     // Sizes of the futures the API returns: each call builds one and moves it into the caller's
@@ -316,8 +334,16 @@ async fn callgrind(url: String, variant: Variant, iters: u64) -> Result<()> {
         std::mem::size_of_val(&raw::acquire(&mut c1, key, "t", 1)),
         std::mem::size_of_val(&raw::release(&mut c2, key, "t")),
     );
-    let s = cycles::task(conns, variant, b.key(&format!("cg:{}", variant.name())), None, iters).await?;
-    println!("{} cycles of {}", s.cycles, variant.name());
+    let mut handles = Vec::with_capacity(tasks);
+    for i in 0..tasks {
+        let key = b.key(&format!("cg:{}:{i}", variant.name()));
+        handles.push(tokio::spawn(cycles::task(conns.clone(), variant, key, None, iters)));
+    }
+    let mut cycles = 0;
+    for handle in handles {
+        cycles += handle.await.context("cycle task panicked")??.cycles;
+    }
+    println!("{cycles} cycles of {} in {tasks} task(s)", variant.name());
     Ok(())
 }
 

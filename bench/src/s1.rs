@@ -62,6 +62,7 @@ pub(crate) async fn run(b: &Bench, report: &mut Report) -> Result<()> {
             "redis cmd µs/cycle",
             "redis CPU µs/cycle",
             "client CPU µs/cycle",
+            "redis reads/cycle",
         ],
     );
     for (t, tasks) in TASKS.into_iter().enumerate() {
@@ -95,6 +96,7 @@ pub(crate) async fn run(b: &Bench, report: &mut Report) -> Result<()> {
                 fmt(usec_per, 1),
                 fmt(server_cpu, 1),
                 fmt(client_cpu, 1),
+                fmt(per(cmds.reads), 2),
             ]);
             report.json.push(
                 Json::new("s1")
@@ -116,6 +118,7 @@ pub(crate) async fn run(b: &Bench, report: &mut Report) -> Result<()> {
                     .num("redis_usec_per_cycle", usec_per)
                     .num("redis_cpu_usec_per_cycle", server_cpu)
                     .num("client_cpu_usec_per_cycle", client_cpu)
+                    .num("redis_reads_per_cycle", per(cmds.reads))
                     .str("redis_cmds", &cmds.breakdown(s.cycles))
                     .str("redis_usec_per_call", &cmds.usec_per_call()),
             );
@@ -132,7 +135,8 @@ pub(crate) async fn run(b: &Bench, report: &mut Report) -> Result<()> {
          2-worker runtime. raw = `SET key token NX PX` + EVALSHA compare-and-delete on one multiplexed \
          connection; lock-core = `try_lock(key, LockOptions::new())` (watchdog lease) + `release()`. redis \
          cmds and cmd µs per cycle from INFO commandstats deltas (script-internal commands included); redis \
-         CPU from INFO cpu (all server work); client CPU from /proc/self/stat (whole process, 10 ms ticks)."
+         CPU from INFO cpu (all server work); client CPU from /proc/self/stat (whole process, 10 ms ticks); redis reads = socket reads \
+         the server handled (INFO stats total_reads_processed): fewer per cycle, more commands per read."
     ));
     if b.explain {
         table.note(

@@ -13,6 +13,8 @@ pub(crate) struct CmdStats {
     commands: BTreeMap<String, (u64, u64)>,
     server_cpu_us: u64,
     client_cpu_us: u64,
+    /// `total_reads_processed`: socket reads the server handled.
+    reads: u64,
 }
 
 /// User + system CPU time of this process (all threads), in µs, from `/proc/self/stat`
@@ -39,6 +41,8 @@ pub(crate) struct CmdDelta {
     pub(crate) server_cpu_us: u64,
     /// CPU time this process used.
     pub(crate) client_cpu_us: u64,
+    /// Socket reads the server handled (fewer per command: the client batched more).
+    pub(crate) reads: u64,
 }
 
 impl CmdDelta {
@@ -47,6 +51,7 @@ impl CmdDelta {
         self.usec += other.usec;
         self.server_cpu_us += other.server_cpu_us;
         self.client_cpu_us += other.client_cpu_us;
+        self.reads += other.reads;
         for (k, v) in &other.by_command {
             *self.by_command.entry(k.clone()).or_default() += v;
         }
@@ -79,13 +84,18 @@ impl CmdStats {
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
             .arg("cpu")
+            .arg("stats")
             .query_async(conn)
             .await
-            .context("INFO commandstats cpu")?;
+            .context("INFO commandstats cpu stats")?;
         let client_cpu_us = process_cpu_us();
         let mut stats = BTreeMap::new();
         let mut server_cpu = 0.0;
+        let mut reads = 0;
         for line in info.lines() {
+            if let Some(v) = line.strip_prefix("total_reads_processed:") {
+                reads = v.trim().parse().unwrap_or(0);
+            }
             if let Some((name, v)) = line.split_once(':')
                 && (name == "used_cpu_user" || name == "used_cpu_sys")
             {
@@ -104,7 +114,7 @@ impl CmdStats {
             }
             stats.insert(name.to_owned(), (calls, usec));
         }
-        Ok(CmdStats { commands: stats, server_cpu_us: (server_cpu * 1e6) as u64, client_cpu_us })
+        Ok(CmdStats { commands: stats, server_cpu_us: (server_cpu * 1e6) as u64, client_cpu_us, reads })
     }
 
     /// The counters of several servers (a cluster's masters), added up.
@@ -112,6 +122,7 @@ impl CmdStats {
         let mut total = CmdStats::default();
         for stats in all {
             total.server_cpu_us += stats.server_cpu_us;
+            total.reads += stats.reads;
             total.client_cpu_us = stats.client_cpu_us;
             for (name, (calls, usec)) in stats.commands {
                 let entry = total.commands.entry(name).or_default();
@@ -126,6 +137,7 @@ impl CmdStats {
         let mut delta = CmdDelta {
             server_cpu_us: self.server_cpu_us.saturating_sub(before.server_cpu_us),
             client_cpu_us: self.client_cpu_us.saturating_sub(before.client_cpu_us),
+            reads: self.reads.saturating_sub(before.reads),
             ..CmdDelta::default()
         };
         for (name, &(calls, usec)) in &self.commands {

@@ -24,7 +24,7 @@ use crate::replica_ack::AckShortfall;
 use crate::scope;
 use crate::scripts::{ACQUIRE, EXTEND};
 use crate::state::{LockState, NewState};
-use crate::telemetry::{self, Acquisition};
+use crate::telemetry::{Acquisition, MetricsCache};
 use crate::waiters::{Ticket, Waiters};
 use crate::watchdog::Watchdog;
 
@@ -41,6 +41,8 @@ pub(crate) struct Core {
     pub(crate) watchdog: Arc<Watchdog>,
     pub(crate) waiters: Waiters,
     pub(crate) releaser: Arc<Releaser>,
+    /// The metrics of the keys this client locks.
+    metrics: MetricsCache,
     next_lock_id: AtomicU64,
 }
 
@@ -104,7 +106,16 @@ impl Core {
             config.handoff,
             config.replica_ack,
         ));
-        Core { config, conn, liveness, watchdog, waiters, releaser, next_lock_id: AtomicU64::new(0) }
+        Core {
+            config,
+            conn,
+            liveness,
+            watchdog,
+            waiters,
+            releaser,
+            metrics: MetricsCache::default(),
+            next_lock_id: AtomicU64::new(0),
+        }
     }
 
     /// Identity of this client for the re-entrancy scope.
@@ -154,9 +165,11 @@ impl Core {
         );
         let started = Instant::now();
         let attempt = async {
-            match self.acquire(key, options, tick).await {
+            match self.acquire(key, options, tick, started).await {
+                // Boxed, as every path off the uncontended one: its future (a release
+                // included) would otherwise make every acquisition's larger to move and touch.
                 Ok(Attempt::Acquired(guard)) if self.config.replica_ack.is_some() => {
-                    self.acknowledged(key, guard).await.map(Attempt::Acquired)
+                    Box::pin(self.acknowledged(key, guard)).await.map(Attempt::Acquired)
                 }
                 attempt => attempt,
             }
@@ -169,7 +182,11 @@ impl Core {
             Err(LockError::Timeout { .. }) => Acquisition::Timeout,
             Err(_) => Acquisition::Error,
         };
-        telemetry::acquisition(key, outcome, started.elapsed());
+        let waited = started.elapsed();
+        match &attempt {
+            Ok(Attempt::Acquired(guard)) => guard.state().metrics.acquisition(outcome, waited),
+            _ => self.metrics.of(key).acquisition(outcome, waited),
+        }
         attempt
     }
 
@@ -212,13 +229,20 @@ impl Core {
         }
     }
 
-    /// [`lock_for`](Self::lock_for) past the re-entrancy check, inside the acquire span.
-    async fn acquire(&self, key: &str, options: LockOptions, tick: Option<i64>) -> Result<Attempt> {
+    /// [`lock_for`](Self::lock_for) past the re-entrancy check, inside the acquire span;
+    /// `started` is when the call began.
+    async fn acquire(
+        &self,
+        key: &str,
+        options: LockOptions,
+        tick: Option<i64>,
+        started: Instant,
+    ) -> Result<Attempt> {
         match options.wait {
             None => {
-                let identity = self.liveness.identity().await?;
+                let identity = self.liveness.identity(started).await?;
                 let token = new_token(&identity);
-                self.fail_fast(key, &token, &identity, &options, tick).await
+                self.fail_fast(key, &token, &identity, &options, tick, started).await
             }
             // Boxed: the waiting machinery is large and off the fail-fast path; inline, it
             // would make every `try_lock` future several kilobytes to move around.
@@ -247,7 +271,7 @@ impl Core {
     async fn identity_until(&self, deadline: Instant) -> Result<Arc<Identity>> {
         let (mut pause, max) = self.config.backoff;
         loop {
-            match self.liveness.identity().await {
+            match self.liveness.identity(Instant::now()).await {
                 Err(e) if e.is_transient() && Instant::now() + pause < deadline => {
                     tokio::time::sleep(jittered(pause)).await;
                     pause = pause.saturating_mul(2).min(max);
@@ -257,7 +281,9 @@ impl Core {
         }
     }
 
-    /// One try (two if the holder turns out to be dead and is taken over).
+    /// One try (two if the holder turns out to be dead and is taken over). `started`: when
+    /// the call began, standing in for the first try's send time (a little early, so the
+    /// lease it implies ends a little early: safe) to spare a clock read.
     async fn fail_fast(
         &self,
         key: &str,
@@ -265,15 +291,17 @@ impl Core {
         identity: &Arc<Identity>,
         options: &LockOptions,
         tick: Option<i64>,
+        started: Instant,
     ) -> Result<Attempt> {
         let lease = self.lease_of(options);
         let plain = !options.fencing && tick.is_none();
         let mut taken_over = false;
         loop {
             let reply = if plain {
-                self.set_nx(key, token, lease.lease).await?
+                let sent_at = if taken_over { Instant::now() } else { started };
+                self.set_nx(key, token, lease.lease, sent_at).await?
             } else {
-                self.script(key, token, options, tick, None, &Sent::default()).await?
+                Box::pin(self.script(key, token, options, tick, None, &Sent::default())).await?
             };
             match reply {
                 Reply::Acquired { fence, sent_at } => {
@@ -294,13 +322,13 @@ impl Core {
                 Reply::Held { remaining, holder } => {
                     if !taken_over && let Some(holder) = holder {
                         taken_over = true;
-                        if self.take_over_if_dead(key, &holder).await? {
+                        if Box::pin(self.take_over_if_dead(key, &holder)).await? {
                             continue;
                         }
                     }
                     let remaining = match remaining {
                         Some(remaining) => Some(remaining),
-                        None => self.pttl(key).await?,
+                        None => Box::pin(self.pttl(key)).await?,
                     };
                     tracing::trace!(?remaining, "lock is held by another owner");
                     return Ok(Attempt::Held(remaining));
@@ -309,11 +337,11 @@ impl Core {
         }
     }
 
-    /// The uncontended path: `SET key token NX PX lease GET`, no script.
-    async fn set_nx(&self, key: &str, token: &str, lease: Duration) -> Result<Reply> {
+    /// The uncontended path: `SET key token NX PX lease GET`, no script, sent after
+    /// `sent_at`.
+    async fn set_nx(&self, key: &str, token: &str, lease: Duration, sent_at: Instant) -> Result<Reply> {
         let mut cmd = redis::cmd("SET");
         cmd.arg(key).arg(token).arg("NX").arg("PX").arg(millis(lease, "lease")?).arg("GET");
-        let sent_at = Instant::now();
         let sent = Sent::default();
         let cleanup = CleanupOnDrop::new(&self.releaser, key, token, sent_at, lease, &sent);
         let previous: Option<String> =
@@ -437,10 +465,10 @@ impl Core {
             fence,
             lease,
             at_least: options.at_least,
-            instance: self.config.instance_id.clone(),
             sent_at,
             valid_for: valid_for.unwrap_or(lease),
             identity: identity.clone(),
+            metrics: self.metrics.of(key),
         }));
         if watchdog {
             self.watchdog.register(state.clone());
@@ -620,10 +648,10 @@ impl<'a> Waiting<'a> {
             return None;
         }
         self.done = true;
-        telemetry::handoff(self.key);
         let (key, token, options) = (self.key, &self.token, self.options);
         let taken = Taken { fence: None, sent_at: since, valid_for: Some(handoff) };
         let guard = self.core.guard(key, token, &self.identity, options, taken);
+        guard.state().metrics.handoff();
         self.core.confirm_hand_off(guard.state().clone());
         Some(Attempt::Acquired(guard))
     }
@@ -643,9 +671,6 @@ impl<'a> Waiting<'a> {
         match reply {
             Ok(Reply::Acquired { fence, sent_at }) => {
                 self.done = true;
-                if self.queued_since.is_some() {
-                    telemetry::handoff(self.key);
-                }
                 let guard = core.guard(
                     self.key,
                     &self.token,
@@ -653,6 +678,9 @@ impl<'a> Waiting<'a> {
                     self.options,
                     Taken::by_reply(fence, sent_at),
                 );
+                if self.queued_since.is_some() {
+                    guard.state().metrics.handoff();
+                }
                 Ok(Step::Done(Attempt::Acquired(guard)))
             }
             // Not `done`: if the key holds our token, the clean-up passes it on.

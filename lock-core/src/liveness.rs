@@ -55,6 +55,11 @@ pub(crate) struct Identity {
 }
 
 impl Identity {
+    /// The instance id: the owner prefix without its client id.
+    pub(crate) fn instance(&self) -> &str {
+        self.owner.rsplit_once(':').map_or(self.owner.as_str(), |(instance, _)| instance)
+    }
+
     fn new(instance: &str) -> Self {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let owner = format!("{instance}:{}", &id[..CLIENT_ID_LEN]);
@@ -92,7 +97,11 @@ impl Identity {
     }
 
     fn usable(&self) -> bool {
-        !self.is_dead() && Instant::now() < self.deadline()
+        self.usable_at(Instant::now())
+    }
+
+    fn usable_at(&self, now: Instant) -> bool {
+        !self.is_dead() && now < self.deadline()
     }
 
     fn extend_from(&self, sent_at: Instant, ttl: Duration) {
@@ -161,11 +170,19 @@ impl Liveness {
 
     /// The identity to acquire with: its liveness key exists and is being renewed. Creates
     /// the key (one round trip) on first use, and a new identity after the old one died.
-    pub(crate) async fn identity(&self) -> Result<Arc<Identity>> {
+    /// `now`: the caller's clock reading (one fewer on every acquisition).
+    pub(crate) async fn identity(&self, now: Instant) -> Result<Arc<Identity>> {
         let current = lock_unpoisoned(&self.shared.current).clone();
-        if current.usable() {
+        if current.usable_at(now) {
             return Ok(current);
         }
+        // Boxed: rare, and inline it would enlarge every acquisition's future.
+        Box::pin(self.create_identity()).await
+    }
+
+    /// A usable identity, creating its liveness key (and a new identity, if the current one
+    /// died) unless another caller just did.
+    async fn create_identity(&self) -> Result<Arc<Identity>> {
         let _creating = self.shared.creating.lock().await;
         let mut identity = lock_unpoisoned(&self.shared.current).clone();
         if identity.usable() {

@@ -87,16 +87,14 @@ impl Releaser {
     async fn release_in_span(self: &Arc<Self>, state: &LockState) -> Result<bool> {
         let was_held = state.mark_released();
         self.watchdog.unregister(state.id);
-        let keep = state
-            .at_least
-            .map(|min| min.saturating_sub(state.acquired_at.elapsed()))
-            .filter(|d| !d.is_zero());
+        let sent_at = Instant::now();
+        let held_for = sent_at.saturating_duration_since(state.acquired_at);
+        let keep = state.at_least.map(|min| min.saturating_sub(held_for)).filter(|d| !d.is_zero());
         let invocation =
             self.release_invocation(&state.key, &state.token, keep.map_or(Ok(0), |d| millis(d, "at_least"))?);
         // Not sent again after a lost reply: a late first RELEASE would make the second report
         // that the lock was no longer ours. The clean-up makes sure it is gone.
         let sent = Sent::default();
-        let sent_at = Instant::now();
         let owned: i64 = match self
             .conn
             .invoke_once(&invocation, || format!("releasing lock `{}`", state.key), &sent)
@@ -113,7 +111,8 @@ impl Releaser {
         let owned = owned == 1;
         if let Some(ack) = self.replica_ack.filter(|a| a.after_release && owned) {
             // The release is done either way: a shortfall is only reported.
-            match self.conn.wait_replicas(&state.key, ack.replicas, ack.timeout).await {
+            // Boxed: rare, and it would double the size of every release's future.
+            match Box::pin(self.conn.wait_replicas(&state.key, ack.replicas, ack.timeout)).await {
                 Ok(got) if got >= ack.replicas => {}
                 Ok(got) => tracing::warn!(
                     wanted = ack.replicas,
@@ -126,8 +125,8 @@ impl Releaser {
             }
         }
         if owned {
-            crate::telemetry::held(&state.key, state.acquired_at.elapsed());
-            tracing::debug!(held_for = ?state.acquired_at.elapsed(), kept_for = ?keep, "lock released");
+            state.metrics.held(held_for);
+            tracing::debug!(?held_for, kept_for = ?keep, "lock released");
         } else if was_held {
             tracing::warn!("lock released, but it had already expired or been taken over");
         }

@@ -166,21 +166,21 @@ return redis.call('ZREM', KEYS[2], ARGV[1])
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local key, token = KEYS[1], ARGV[1]
+local key, token, keep = KEYS[1], ARGV[1], ARGV[2]
 local value = redis.call('GET', key)
+if keep == '0' then keep = nil end
+if value == token and not keep then
+  redis.call('DEL', key)
+  return 1
+end
 if value ~= token and value ~= token .. '|w' then
   return 0
 end
-local keep, publish = ARGV[2], ARGV[3] or 'PUBLISH'
-if keep == '0' then keep = nil end
 if keep then
   redis.call('SET', key, token .. ':released', 'PX', keep)
   return 1
 end
-if value == token then
-  redis.call('DEL', key)
-  return 1
-end
+local publish = ARGV[3] or 'PUBLISH'
 -- keys.rs's aux(): a key with a non-empty hash tag keeps it, any other is wrapped in one.
 local open = string.find(key, '{', 1, true)
 local close = open and string.find(key, '}', open + 1, true)

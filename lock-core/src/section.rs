@@ -74,7 +74,7 @@ pub(crate) async fn run<F: Future>(
 async fn hold<F: Future>(client: &Core, guard: LockGuard, on_lost: OnLost, body: F) -> Result<F::Output> {
     let state = guard.state().clone();
     let span =
-        tracing::info_span!("lock_hold", key = %state.key, instance = %state.instance, fence = state.fence);
+        tracing::info_span!("lock_hold", key = %state.key, instance = %state.instance(), fence = state.fence);
     hold_in_span(client, guard, on_lost, body).instrument(span).await
 }
 

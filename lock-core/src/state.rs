@@ -12,6 +12,7 @@ use std::sync::Arc;
 use crate::error::LossReason;
 use crate::liveness::Identity;
 use crate::options::drift;
+use crate::telemetry::KeyMetrics;
 
 const HELD: u8 = 0;
 const RELEASED: u8 = 1;
@@ -26,8 +27,9 @@ pub(crate) struct LockState {
     pub(crate) fence: Option<u64>,
     pub(crate) lease: Duration,
     pub(crate) at_least: Option<Duration>,
-    pub(crate) instance: String,
     pub(crate) acquired_at: Instant,
+    /// The key's metrics, registered by the client.
+    pub(crate) metrics: Arc<KeyMetrics>,
     /// The client identity the token belongs to: its liveness lease caps the deadline.
     identity: Arc<Identity>,
     /// Local deadline, as nanoseconds after `acquired_at`; only moves forward.
@@ -44,13 +46,13 @@ pub(crate) struct NewState {
     pub(crate) fence: Option<u64>,
     pub(crate) lease: Duration,
     pub(crate) at_least: Option<Duration>,
-    pub(crate) instance: String,
     /// When the acquiring command was sent: the lease is counted from there, not from the reply.
     pub(crate) sent_at: Instant,
     /// How long the key is known to live from `sent_at`: the lease, or less for a lock handed
     /// over by a release and not yet confirmed.
     pub(crate) valid_for: Duration,
     pub(crate) identity: Arc<Identity>,
+    pub(crate) metrics: Arc<KeyMetrics>,
 }
 
 impl LockState {
@@ -62,8 +64,8 @@ impl LockState {
             fence: n.fence,
             lease: n.lease,
             at_least: n.at_least,
-            instance: n.instance,
             acquired_at: n.sent_at,
+            metrics: n.metrics,
             identity: n.identity,
             deadline_nanos: AtomicU64::new(0),
             status: AtomicU8::new(HELD),
@@ -71,6 +73,11 @@ impl LockState {
         };
         state.extend_for(n.sent_at, n.valid_for);
         state
+    }
+
+    /// The instance id of the client that holds the lock (the owner prefix of its token).
+    pub(crate) fn instance(&self) -> &str {
+        self.identity.instance()
     }
 
     /// Until when the lock is known to be ours: the lock key's lease and the client's liveness
@@ -138,10 +145,10 @@ impl LockState {
         };
         let done = self.transition(code);
         if done {
-            crate::telemetry::lost(&self.key, reason);
+            self.metrics.lost(reason);
             tracing::warn!(
                 key = %self.key,
-                instance = %self.instance,
+                instance = %self.instance(),
                 fence = self.fence,
                 held_for = ?self.acquired_at.elapsed(),
                 "lock lost: {reason}"

@@ -1,6 +1,7 @@
 //! Metrics through the [`metrics`](https://docs.rs/metrics) facade. lock-core records; the
-//! application chooses an exporter (Prometheus, StatsD, ...) by installing a recorder. Without
-//! one, recording costs a few atomic loads.
+//! application chooses an exporter (Prometheus, StatsD, ...) by installing a recorder. A
+//! client registers the metrics of a key once and reuses them (see [`MetricsCache`]), so an
+//! acquisition and its release record through handles rather than by name and labels.
 //!
 //! | name | type | labels | what |
 //! |---|---|---|---|
@@ -16,10 +17,14 @@
 //! replaced by `*` (`lock:product:42` → `lock:product:*`), so per-resource keys do not create
 //! one time series per resource; see [`set_key_label`] for other choices.
 
-use std::sync::RwLock;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use crate::{read_unpoisoned, write_unpoisoned};
+use metrics::{Counter, Histogram, SharedString};
+
+use crate::{lock_unpoisoned, read_unpoisoned, write_unpoisoned};
 
 /// How lock keys become the `key` label of lock-core's metrics.
 #[derive(Debug, Clone, Copy, Default)]
@@ -33,16 +38,21 @@ pub enum KeyLabel {
     Full,
     /// No key label at all (the label is `*`).
     Omitted,
-    /// The application's own mapping (e.g. to a fixed set of resource kinds).
+    /// The application's own mapping (e.g. to a fixed set of resource kinds). It should
+    /// depend on the key alone: a client computes a key's label once and reuses it.
     Custom(fn(&str) -> String),
 }
 
 static KEY_LABEL: RwLock<KeyLabel> = RwLock::new(KeyLabel::Pattern);
 
+/// Bumped by [`set_key_label`], so clients drop labels computed under the previous choice.
+static KEY_LABEL_GENERATION: AtomicU64 = AtomicU64::new(0);
+
 /// Chooses how lock keys become the `key` label of every metric recorded afterwards, process
 /// wide.
 pub fn set_key_label(label: KeyLabel) {
     *write_unpoisoned(&KEY_LABEL) = label;
+    KEY_LABEL_GENERATION.fetch_add(1, Ordering::AcqRel);
 }
 
 /// The `key` label recorded for `key` under the current [`KeyLabel`].
@@ -57,8 +67,8 @@ pub fn key_label(key: &str) -> String {
 
 /// `key` with each `:`-separated segment that contains an ASCII digit replaced by `*`.
 pub fn key_pattern(key: &str) -> String {
-    // On every acquisition and release: one allocation, none of the iterator adapters'.
-    if !key.bytes().any(|b| b.is_ascii_digit()) {
+    let has_digit = |s: &str| s.bytes().any(|b| b.is_ascii_digit());
+    if !has_digit(key) {
         return key.to_owned();
     }
     let mut label = String::with_capacity(key.len());
@@ -66,7 +76,7 @@ pub fn key_pattern(key: &str) -> String {
         if i > 0 {
             label.push(':');
         }
-        label.push_str(if segment.bytes().any(|b| b.is_ascii_digit()) { "*" } else { segment });
+        label.push_str(if has_digit(segment) { "*" } else { segment });
     }
     label
 }
@@ -91,19 +101,100 @@ impl Acquisition {
     }
 }
 
-pub(crate) fn acquisition(key: &str, outcome: Acquisition, waited: Duration) {
-    let key = key_label(key);
-    let outcome = outcome.label();
-    metrics::counter!("lock_acquisitions_total", "key" => key.clone(), "outcome" => outcome).increment(1);
-    metrics::histogram!("lock_wait_seconds", "key" => key, "outcome" => outcome).record(waited.as_secs_f64());
+/// The metrics of one lock key: its label, and the handles of what every acquisition and
+/// release records, registered once.
+#[derive(Debug)]
+pub(crate) struct KeyMetrics {
+    label: SharedString,
+    acquired: Counter,
+    acquired_wait: Histogram,
+    hold: Histogram,
 }
 
-pub(crate) fn handoff(key: &str) {
-    metrics::counter!("lock_handoffs_total", "key" => key_label(key)).increment(1);
+impl KeyMetrics {
+    fn register(key: &str) -> Self {
+        let label = SharedString::from_shared(Arc::<str>::from(key_label(key)));
+        KeyMetrics {
+            acquired: metrics::counter!("lock_acquisitions_total", "key" => label.clone(), "outcome" => "acquired"),
+            acquired_wait: metrics::histogram!("lock_wait_seconds", "key" => label.clone(), "outcome" => "acquired"),
+            hold: metrics::histogram!("lock_hold_seconds", "key" => label.clone()),
+            label,
+        }
+    }
+
+    /// An acquisition that ended with `outcome` after `waited`.
+    pub(crate) fn acquisition(&self, outcome: Acquisition, waited: Duration) {
+        if outcome == Acquisition::Acquired {
+            self.acquired.increment(1);
+            self.acquired_wait.record(waited.as_secs_f64());
+            return;
+        }
+        let (key, outcome) = (self.label.clone(), outcome.label());
+        metrics::counter!("lock_acquisitions_total", "key" => key.clone(), "outcome" => outcome).increment(1);
+        metrics::histogram!("lock_wait_seconds", "key" => key, "outcome" => outcome)
+            .record(waited.as_secs_f64());
+    }
+
+    /// A lock released after being held for `held_for`.
+    pub(crate) fn held(&self, held_for: Duration) {
+        self.hold.record(held_for.as_secs_f64());
+    }
+
+    /// A lock a waiting caller got.
+    pub(crate) fn handoff(&self) {
+        metrics::counter!("lock_handoffs_total", "key" => self.label.clone()).increment(1);
+    }
+
+    /// A held lock lost.
+    pub(crate) fn lost(&self, reason: crate::LossReason) {
+        let reason = match reason {
+            crate::LossReason::Expired => "expired",
+            crate::LossReason::NotOwner => "not_owner",
+        };
+        metrics::counter!("lock_losses_total", "key" => self.label.clone(), "reason" => reason).increment(1);
+    }
 }
 
-pub(crate) fn held(key: &str, held_for: Duration) {
-    metrics::histogram!("lock_hold_seconds", "key" => key_label(key)).record(held_for.as_secs_f64());
+/// Keys whose metrics a client keeps registered; past it the cache starts over (per-resource
+/// keys come and go).
+const CACHED_KEYS: usize = 1024;
+
+/// A client's [`KeyMetrics`] by lock key. Registering a metric by name and labels costs more
+/// than the rest of an uncontended acquisition (the label, hashing, allocations), so it is
+/// done once per key, as the `metrics` crate recommends for hot paths. Handles belong to the
+/// recorder they were registered with: the cache starts over when the current recorder (by
+/// address) or the [`KeyLabel`] choice changes.
+#[derive(Debug, Default)]
+pub(crate) struct MetricsCache {
+    inner: Mutex<Cached>,
+}
+
+#[derive(Debug, Default)]
+struct Cached {
+    recorder: usize,
+    generation: u64,
+    by_key: HashMap<Box<str>, Arc<KeyMetrics>>,
+}
+
+impl MetricsCache {
+    /// The metrics of `key`, registered on first use.
+    pub(crate) fn of(&self, key: &str) -> Arc<KeyMetrics> {
+        let recorder = metrics::with_recorder(|r| std::ptr::from_ref(r).cast::<()>() as usize);
+        let generation = KEY_LABEL_GENERATION.load(Ordering::Acquire);
+        let mut cached = lock_unpoisoned(&self.inner);
+        if cached.recorder != recorder || cached.generation != generation {
+            *cached = Cached { recorder, generation, by_key: HashMap::new() };
+        }
+        if let Some(metrics) = cached.by_key.get(key) {
+            return metrics.clone();
+        }
+        if cached.by_key.len() >= CACHED_KEYS {
+            cached.by_key.clear();
+        }
+        let metrics = Arc::new(KeyMetrics::register(key));
+        cached.by_key.insert(key.into(), metrics.clone());
+        metrics
+    }
 }
 
 pub(crate) fn renewals(sent: usize) {
@@ -112,14 +203,6 @@ pub(crate) fn renewals(sent: usize) {
 
 pub(crate) fn renewal_failure() {
     metrics::counter!("lock_renewal_failures_total").increment(1);
-}
-
-pub(crate) fn lost(key: &str, reason: crate::LossReason) {
-    let reason = match reason {
-        crate::LossReason::Expired => "expired",
-        crate::LossReason::NotOwner => "not_owner",
-    };
-    metrics::counter!("lock_losses_total", "key" => key_label(key), "reason" => reason).increment(1);
 }
 
 #[cfg(test)]

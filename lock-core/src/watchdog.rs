@@ -206,7 +206,7 @@ async fn renew_batch(client: &Shared, batch: &[Arc<LockState>], node: Option<Nod
         match reply {
             Ok(1) => {
                 state.extend_from(sent_at);
-                tracing::trace!(key = %state.key, instance = %state.instance, "lock renewed");
+                tracing::trace!(key = %state.key, instance = %state.instance(), "lock renewed");
             }
             ref noscript if is_noscript(noscript) => {
                 ok = false;
