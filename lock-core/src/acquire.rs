@@ -242,7 +242,7 @@ impl Core {
             None => {
                 let identity = self.liveness.identity(started).await?;
                 let token = new_token(&identity);
-                self.fail_fast(key, &token, &identity, &options, tick, started).await
+                self.fail_fast(key, token, &identity, &options, tick, started).await
             }
             // Boxed: the waiting machinery is large and off the fail-fast path; inline, it
             // would make every `try_lock` future several kilobytes to move around.
@@ -287,7 +287,7 @@ impl Core {
     async fn fail_fast(
         &self,
         key: &str,
-        token: &str,
+        token: String,
         identity: &Arc<Identity>,
         options: &LockOptions,
         tick: Option<i64>,
@@ -299,9 +299,9 @@ impl Core {
         loop {
             let reply = if plain {
                 let sent_at = if taken_over { Instant::now() } else { started };
-                self.set_nx(key, token, lease.lease, sent_at).await?
+                self.set_nx(key, &token, lease.lease, sent_at).await?
             } else {
-                Box::pin(self.script(key, token, options, tick, None, &Sent::default())).await?
+                Box::pin(self.script(key, &token, options, tick, None, &Sent::default())).await?
             };
             match reply {
                 Reply::Acquired { fence, sent_at } => {
@@ -315,7 +315,7 @@ impl Core {
                 }
                 Reply::TickDone { last, ours } => {
                     if ours {
-                        self.releaser.abandon(key, token, Instant::now(), lease.lease, false, None);
+                        self.releaser.abandon(key, &token, Instant::now(), lease.lease, false, None);
                     }
                     return Ok(Attempt::TickDone(last));
                 }
@@ -451,7 +451,7 @@ impl Core {
     fn guard(
         &self,
         key: &str,
-        token: &str,
+        token: String,
         identity: &Arc<Identity>,
         options: &LockOptions,
         taken: Taken,
@@ -461,7 +461,7 @@ impl Core {
         let state = Arc::new(LockState::new(NewState {
             id: self.next_lock_id.fetch_add(1, Ordering::Relaxed),
             key: key.to_owned(),
-            token: token.to_owned(),
+            token,
             fence,
             lease,
             at_least: options.at_least,
@@ -647,8 +647,9 @@ impl<'a> Waiting<'a> {
         if valid_until < Instant::now() + handoff / 4 {
             return None;
         }
+        // Done: the token is the guard's now (the drop clean-up needs it only when not done).
         self.done = true;
-        let (key, token, options) = (self.key, &self.token, self.options);
+        let (key, token, options) = (self.key, std::mem::take(&mut self.token), self.options);
         let taken = Taken { fence: None, sent_at: since, valid_for: Some(handoff) };
         let guard = self.core.guard(key, token, &self.identity, options, taken);
         guard.state().metrics.handoff();
@@ -673,7 +674,7 @@ impl<'a> Waiting<'a> {
                 self.done = true;
                 let guard = core.guard(
                     self.key,
-                    &self.token,
+                    std::mem::take(&mut self.token),
                     &self.identity,
                     self.options,
                     Taken::by_reply(fence, sent_at),

@@ -2,8 +2,8 @@
 //! Sentinel master or the cluster, see `deploy`), reconnecting after a failure, and sending
 //! scripts, commands and pipelines with a timeout.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use deadpool_redis::Pool;
@@ -12,7 +12,7 @@ use deadpool_redis::redis::{self, FromRedisValue, RedisError, Script};
 use crate::deploy::slots::{self, Node, SlotMap};
 use crate::deploy::{Link, Target};
 use crate::error::{LockError, Result, is_connection_error};
-use crate::lock_unpoisoned;
+use crate::{lock_unpoisoned, read_unpoisoned, write_unpoisoned};
 
 /// How long a cluster slot map is trusted before it is read again (a redirected reply makes it
 /// stale at once).
@@ -37,8 +37,8 @@ impl Sent {
 pub(crate) struct Conn {
     target: Target,
     /// The live connection, with a generation so that a failed command drops only the
-    /// connection it failed on.
-    slot: Mutex<Option<(u64, Link)>>,
+    /// connection it failed on. Read by every command, written only on (re)connecting.
+    slot: RwLock<Option<(u64, Link)>>,
     generation: AtomicU64,
     /// A cluster's slot map, for splitting pipelines by node, and when it was read.
     slot_map: Mutex<Option<(Instant, SlotMap)>>,
@@ -59,7 +59,7 @@ impl Conn {
     pub(crate) fn new(target: Target, timeout: Duration) -> Self {
         Conn {
             target,
-            slot: Mutex::new(None),
+            slot: RwLock::new(None),
             generation: AtomicU64::new(0),
             slot_map: Mutex::new(None),
             timeout,
@@ -198,7 +198,7 @@ impl Conn {
     /// run in order, so a clean-up that runs on the generation an uncertain command was sent
     /// on runs after it.
     pub(crate) fn generation(&self) -> Option<u64> {
-        lock_unpoisoned(&self.slot).as_ref().map(|(g, _)| *g)
+        read_unpoisoned(&self.slot).as_ref().map(|(g, _)| *g)
     }
 
     /// Sends a pipeline (no retry: the caller decides). In a cluster its commands must all be
@@ -294,7 +294,7 @@ impl Conn {
     }
 
     async fn connection(&self, action: &impl Fn() -> String) -> Result<(u64, Link)> {
-        if let Some((generation, conn)) = lock_unpoisoned(&self.slot).as_ref() {
+        if let Some((generation, conn)) = read_unpoisoned(&self.slot).as_ref() {
             return Ok((*generation, conn.clone()));
         }
         // Boxed: connecting is rare, and its future would otherwise be inlined into (and
@@ -305,14 +305,14 @@ impl Conn {
     async fn connect(&self, action: String) -> Result<(u64, Link)> {
         let link = self.target.connect(&action).await?;
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut slot = lock_unpoisoned(&self.slot);
+        let mut slot = write_unpoisoned(&self.slot);
         // Another task may have connected meanwhile; keep the first so all share one.
         let (generation, conn) = slot.get_or_insert((generation, link));
         Ok((*generation, conn.clone()))
     }
 
     fn drop_connection(&self, generation: u64) {
-        let mut slot = lock_unpoisoned(&self.slot);
+        let mut slot = write_unpoisoned(&self.slot);
         if slot.as_ref().is_some_and(|(g, _)| *g == generation) {
             *slot = None;
         }

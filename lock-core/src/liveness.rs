@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use deadpool_redis::redis;
@@ -20,8 +20,8 @@ use tokio::time::Instant;
 
 use crate::conn::Conn;
 use crate::error::Result;
-use crate::lock_unpoisoned;
 use crate::options::{drift, millis, next_pass};
+use crate::{lock_unpoisoned, read_unpoisoned, write_unpoisoned};
 
 /// Prefix of liveness keys: `lock-client:<instance>:<client id>`.
 pub(crate) const KEY_PREFIX: &str = "lock-client:";
@@ -145,7 +145,8 @@ struct Shared {
     conn: Arc<Conn>,
     instance: String,
     ttl: Duration,
-    current: Mutex<Arc<Identity>>,
+    /// Read by every acquisition, replaced only when an identity dies.
+    current: RwLock<Arc<Identity>>,
     /// Serialises the creation of a new identity's key.
     creating: tokio::sync::Mutex<()>,
     /// Other owners known alive until then.
@@ -155,7 +156,7 @@ struct Shared {
 
 impl Liveness {
     pub(crate) fn new(conn: Arc<Conn>, instance: String, ttl: Duration) -> Self {
-        let current = Mutex::new(Arc::new(Identity::new(&instance)));
+        let current = RwLock::new(Arc::new(Identity::new(&instance)));
         let shared = Shared {
             conn,
             instance,
@@ -172,7 +173,7 @@ impl Liveness {
     /// the key (one round trip) on first use, and a new identity after the old one died.
     /// `now`: the caller's clock reading (one fewer on every acquisition).
     pub(crate) async fn identity(&self, now: Instant) -> Result<Arc<Identity>> {
-        let current = lock_unpoisoned(&self.shared.current).clone();
+        let current = read_unpoisoned(&self.shared.current).clone();
         if current.usable_at(now) {
             return Ok(current);
         }
@@ -184,7 +185,7 @@ impl Liveness {
     /// died) unless another caller just did.
     async fn create_identity(&self) -> Result<Arc<Identity>> {
         let _creating = self.shared.creating.lock().await;
-        let mut identity = lock_unpoisoned(&self.shared.current).clone();
+        let mut identity = read_unpoisoned(&self.shared.current).clone();
         if identity.usable() {
             return Ok(identity);
         }
@@ -200,7 +201,7 @@ impl Liveness {
         let sent_at = Instant::now();
         self.shared.conn.query::<()>(&cmd, || "creating this client's liveness key".to_owned()).await?;
         identity.extend_from(sent_at, self.shared.ttl);
-        *lock_unpoisoned(&self.shared.current) = identity.clone();
+        *write_unpoisoned(&self.shared.current) = identity.clone();
         self.start_renewing();
         Ok(identity)
     }
@@ -217,7 +218,7 @@ impl Liveness {
     /// the owner was seen alive recently.
     pub(crate) async fn is_dead(&self, holder: &str) -> Result<bool> {
         let Some(owner) = owner_of(holder) else { return Ok(false) };
-        if owner == lock_unpoisoned(&self.shared.current).owner {
+        if owner == read_unpoisoned(&self.shared.current).owner {
             return Ok(false);
         }
         let now = Instant::now();
@@ -265,7 +266,7 @@ async fn renew(shared: Weak<Shared>) {
     loop {
         tokio::time::sleep_until(next).await;
         let Some(shared) = shared.upgrade() else { return };
-        let identity = lock_unpoisoned(&shared.current).clone();
+        let identity = read_unpoisoned(&shared.current).clone();
         let ok = renew_once(&shared, &identity).await;
         next = next_pass(next, interval, ok, RETRY_AFTER_ERROR);
     }

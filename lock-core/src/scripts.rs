@@ -89,9 +89,14 @@ if holder then
   end
 else
   -- Free: the oldest live waiter first, dropping lapsed tickets (bounded).
+  local queued = true
   for _ = 1, 16 do
     local head = redis.call('LINDEX', KEYS[2], 0)
-    if not head or head == entry then break end
+    if not head then
+      queued = false
+      break
+    end
+    if head == entry then break end
     local ms, waiter = string.match(head, '^(%d+)|(.+)$')
     local until_ms = waiter and tonumber(redis.call('ZSCORE', KEYS[3], waiter))
     redis.call('LPOP', KEYS[2])
@@ -108,10 +113,12 @@ else
       return {0, tonumber(ms), waiter}
     end
   end
-  if redis.call('ZREM', KEYS[3], token) == 1 then
+  -- Only a waiting caller (with a ticket) can have queued this token.
+  if ticket > 0 and redis.call('ZREM', KEYS[3], token) == 1 then
     redis.call('LREM', KEYS[2], 1, entry)
   end
-  redis.call('SET', KEYS[1], value_for(token), 'PX', ARGV[2])
+  -- An empty queue (seen above) needs no LLEN: the common uncontended claim.
+  redis.call('SET', KEYS[1], queued and value_for(token) or token, 'PX', ARGV[2])
 end
 local fence = 0
 if ARGV[3] == '1' then

@@ -19,12 +19,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use metrics::{Counter, Histogram, SharedString};
 
-use crate::{lock_unpoisoned, read_unpoisoned, write_unpoisoned};
+use crate::{read_unpoisoned, write_unpoisoned};
 
 /// How lock keys become the `key` label of lock-core's metrics.
 #[derive(Debug, Clone, Copy, Default)]
@@ -166,7 +166,7 @@ const CACHED_KEYS: usize = 1024;
 /// address) or the [`KeyLabel`] choice changes.
 #[derive(Debug, Default)]
 pub(crate) struct MetricsCache {
-    inner: Mutex<Cached>,
+    inner: RwLock<Cached>,
 }
 
 #[derive(Debug, Default)]
@@ -176,13 +176,28 @@ struct Cached {
     by_key: HashMap<Box<str>, Arc<KeyMetrics>>,
 }
 
+impl Cached {
+    fn current(&self, recorder: usize, generation: u64) -> bool {
+        self.recorder == recorder && self.generation == generation
+    }
+}
+
 impl MetricsCache {
     /// The metrics of `key`, registered on first use.
     pub(crate) fn of(&self, key: &str) -> Arc<KeyMetrics> {
         let recorder = metrics::with_recorder(|r| std::ptr::from_ref(r).cast::<()>() as usize);
         let generation = KEY_LABEL_GENERATION.load(Ordering::Acquire);
-        let mut cached = lock_unpoisoned(&self.inner);
-        if cached.recorder != recorder || cached.generation != generation {
+        // Read-locked on the common path: acquisitions on several threads do not queue here.
+        {
+            let cached = read_unpoisoned(&self.inner);
+            if cached.current(recorder, generation)
+                && let Some(metrics) = cached.by_key.get(key)
+            {
+                return metrics.clone();
+            }
+        }
+        let mut cached = write_unpoisoned(&self.inner);
+        if !cached.current(recorder, generation) {
             *cached = Cached { recorder, generation, by_key: HashMap::new() };
         }
         if let Some(metrics) = cached.by_key.get(key) {

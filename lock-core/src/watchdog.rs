@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use deadpool_redis::redis::{self, ErrorKind, ServerErrorKind};
@@ -27,6 +27,10 @@ const BATCH: usize = 1000;
 /// After a failed pass, retry this soon (or at the regular interval, if shorter) so a short
 /// Redis hiccup does not eat a whole interval of the lease.
 const RETRY_AFTER_ERROR: Duration = Duration::from_millis(500);
+
+/// The held locks are split by id over this many maps, so that tasks on different worker
+/// threads registering and releasing locks at once rarely take the same mutex.
+const SHARDS: usize = 16;
 
 /// Lock ids are distinct counters: they need no hashing.
 #[derive(Debug, Default, Clone, Copy)]
@@ -53,7 +57,13 @@ impl Hasher for IdHasher {
 pub(crate) struct Watchdog {
     shared: Arc<Shared>,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// Whether the renewal task runs: raised when it is spawned, lowered when its future is
+    /// dropped (it ended, panicked, or its runtime shut down). Read on every registration
+    /// instead of locking `task`.
+    running: Arc<AtomicBool>,
 }
+
+type Held = HashMap<u64, Arc<LockState>, BuildHasherDefault<IdHasher>>;
 
 /// What the renewal task reads.
 #[derive(Debug)]
@@ -61,7 +71,7 @@ struct Shared {
     conn: Arc<Conn>,
     instance: String,
     interval: Duration,
-    held: Mutex<HashMap<u64, Arc<LockState>, BuildHasherDefault<IdHasher>>>,
+    held: [Mutex<Held>; SHARDS],
     /// Renewal script calls sent, for observability and benchmarks.
     renewals: AtomicU64,
 }
@@ -73,19 +83,31 @@ impl Watchdog {
             conn,
             instance,
             interval: lease / 3,
-            held: Mutex::default(),
+            held: Default::default(),
             renewals: AtomicU64::new(0),
         };
-        Watchdog { shared: Arc::new(shared), task: Mutex::new(None) }
+        Watchdog { shared: Arc::new(shared), task: Mutex::new(None), running: Arc::default() }
     }
 
     /// Starts renewing `state`; starts the renewal task if it is not running (first lock, or
     /// the runtime that ran it has gone).
     pub(crate) fn register(&self, state: Arc<LockState>) {
-        lock_unpoisoned(&self.shared.held).insert(state.id, state);
+        self.shared.shard(state.id).insert(state.id, state);
+        if !self.running.load(Ordering::Acquire) {
+            self.start();
+        }
+    }
+
+    /// Spawns the renewal task unless another registration just did.
+    fn start(&self) {
         let mut task = lock_unpoisoned(&self.task);
-        if task.as_ref().is_none_or(JoinHandle::is_finished) {
-            *task = Some(tokio::spawn(run(Arc::downgrade(&self.shared))));
+        // Lowered means the previous task's future is gone, even if its handle does not say
+        // finished yet. Raised before the spawn: the flag moves into the future, whose drop (a
+        // runtime shutting down, a failed spawn) lowers it again.
+        if !self.running.load(Ordering::Acquire) {
+            self.running.store(true, Ordering::Release);
+            let running = RunningFlag(self.running.clone());
+            *task = Some(tokio::spawn(run(Arc::downgrade(&self.shared), running)));
         }
     }
 
@@ -95,7 +117,7 @@ impl Watchdog {
 
     /// Number of locks being renewed.
     pub(crate) fn len(&self) -> usize {
-        lock_unpoisoned(&self.shared.held).len()
+        self.shared.held.iter().map(|shard| lock_unpoisoned(shard).len()).sum()
     }
 
     /// Renewal script calls sent so far.
@@ -105,12 +127,30 @@ impl Watchdog {
 }
 
 impl Shared {
+    fn shard(&self, id: u64) -> MutexGuard<'_, Held> {
+        // Ids count up, so consecutive locks land in different shards.
+        lock_unpoisoned(&self.held[(id % SHARDS as u64) as usize])
+    }
+
     fn unregister(&self, id: u64) {
-        lock_unpoisoned(&self.held).remove(&id);
+        self.shard(id).remove(&id);
     }
 
     fn snapshot(&self) -> Vec<Arc<LockState>> {
-        lock_unpoisoned(&self.held).values().cloned().collect()
+        let mut all = Vec::new();
+        for shard in &self.held {
+            all.extend(lock_unpoisoned(shard).values().cloned());
+        }
+        all
+    }
+}
+
+/// Lowers [`Watchdog::running`] when the renewal task's future is dropped, however it ends.
+struct RunningFlag(Arc<AtomicBool>);
+
+impl Drop for RunningFlag {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
@@ -122,7 +162,7 @@ impl Drop for Watchdog {
     }
 }
 
-async fn run(shared: Weak<Shared>) {
+async fn run(shared: Weak<Shared>, _running: RunningFlag) {
     let Some(interval) = shared.upgrade().map(|s| s.interval) else { return };
     // Loaded before the first pass, so that pass does not fail with NOSCRIPT.
     if let Some(client) = shared.upgrade() {

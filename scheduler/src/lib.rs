@@ -4,6 +4,7 @@ mod clock;
 mod control;
 mod handle;
 mod job;
+mod job_metrics;
 mod members;
 mod report;
 mod run;

@@ -232,7 +232,8 @@ fn log_outcome(job: &JobEntry, slot: DateTime<Utc>, outcome: &RunOutcome, durati
     let duration_ms = duration.as_millis() as u64;
     span.record("outcome", outcome.label());
     span.record("duration_ms", duration_ms);
-    let tick = slot.with_timezone(&job.schedule.time_zone()).to_rfc3339();
+    // Formatted only if a log line is written.
+    let tick = Rfc3339(slot.with_timezone(&job.schedule.time_zone()));
     let job = &*job.name;
     match outcome {
         RunOutcome::Ran => tracing::info!(job = %job, tick = %tick, outcome = "ran", duration_ms, "job ran"),
@@ -274,6 +275,15 @@ fn log_outcome(job: &JobEntry, slot: DateTime<Utc>, outcome: &RunOutcome, durati
         other => {
             tracing::error!(job = %job, tick = %tick, outcome = other.label(), duration_ms, "job ended: {other}")
         }
+    }
+}
+
+/// A time shown as RFC 3339 when formatted.
+struct Rfc3339(DateTime<chrono_tz::Tz>);
+
+impl std::fmt::Display for Rfc3339 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.to_rfc3339())
     }
 }
 

@@ -17,6 +17,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::control;
 use crate::handle::SchedulerHandle;
 use crate::job::{Job, JobFn, JobLock};
+use crate::job_metrics::JobMetrics;
 use crate::members::{self, Members};
 use crate::report::{RunOutcome, RunReport, ShutdownReport};
 use crate::schedule::{CatchUp, Schedule, ScheduleError, truncate};
@@ -251,6 +252,7 @@ pub(crate) fn validate(
         warned_unlocked: AtomicBool::new(false),
         running: AtomicBool::new(false),
         may_be_held: AtomicBool::new(true),
+        metrics: JobMetrics::default(),
     })
 }
 
@@ -322,23 +324,12 @@ impl Shared {
         outcome: RunOutcome,
         duration: Duration,
     ) {
-        let name = job.name.to_string();
         let lateness = (fired_at - slot).to_std().unwrap_or_default();
-        metrics::counter!("scheduler_runs_total", "job" => name.clone(), "outcome" => outcome.metric_label())
-            .increment(1);
-        match &outcome {
-            RunOutcome::Missed(n) => {
-                metrics::counter!("scheduler_misfires_total", "job" => name).increment(*n)
-            }
-            o if o.ran_here() => {
-                metrics::histogram!("scheduler_run_duration_seconds", "job" => name.clone(), "outcome" => o.metric_label())
-                    .record(duration.as_secs_f64());
-                metrics::histogram!("scheduler_start_lag_seconds", "job" => name)
-                    .record(lateness.as_secs_f64());
-            }
-            _ => {}
+        job.metrics.record(&job.name, &outcome, duration, lateness);
+        // Built only for subscribers: most schedulers have none.
+        if self.reports.receiver_count() == 0 {
+            return;
         }
-        // No subscriber is fine.
         let _ = self.reports.send(RunReport {
             job: job.name.to_string(),
             slot,
@@ -392,6 +383,8 @@ pub(crate) struct JobEntry {
     /// sees the lock held or runs it longer. (A claimed tick proves nothing: the tick is
     /// checked before the lock.)
     pub(crate) may_be_held: AtomicBool,
+    /// What its runs record through the `metrics` facade.
+    pub(crate) metrics: JobMetrics,
 }
 
 /// A cron scheduler whose jobs run once per tick across all replicas running the same jobs.
