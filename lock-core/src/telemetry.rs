@@ -1,6 +1,6 @@
 //! Metrics through the [`metrics`](https://docs.rs/metrics) facade. lock-core records; the
 //! application chooses an exporter (Prometheus, StatsD, ...) by installing a recorder. A
-//! client registers the metrics of a key once and reuses them (see [`MetricsCache`]), so an
+//! client registers the metrics of a key once and reuses them, so an
 //! acquisition and its release record through handles rather than by name and labels.
 //!
 //! | name | type | labels | what |
