@@ -131,6 +131,9 @@ struct Channel {
     /// whole [`LINGER`] without waiters: a task that holds the lock briefly between waits
     /// must not pay a SUBSCRIBE round trip for each.
     idle_since: Option<std::time::Instant>,
+    /// Whether a linger timer runs for this channel: one per channel, not one per waiter
+    /// that leaves (a contended loop leaves hundreds of times a second).
+    lingering: bool,
 }
 
 #[derive(Debug)]
@@ -192,6 +195,7 @@ impl Waiters {
             subscribed: None,
             confirmed: false,
             idle_since: None,
+            lingering: false,
         });
         channel.idle_since = None;
         channel.slots.insert(token.to_owned(), slot.clone());
@@ -288,15 +292,33 @@ impl Drop for Ticket {
             channel.idle_since = Some(std::time::Instant::now());
             if channel.subscribed.is_none() {
                 state.channels.remove(&self.channel);
-            } else if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            } else if !channel.lingering
+                && let Ok(rt) = tokio::runtime::Handle::try_current()
+            {
+                channel.lingering = true;
                 drop(state);
                 let shared = self.shared.clone();
                 let name = self.channel.clone();
                 rt.spawn(async move {
-                    tokio::time::sleep(LINGER).await;
-                    shared.unsubscribe_if_idle(name).await;
+                    let timer = LingerTimer { shared, channel: name };
+                    timer.shared.linger(&timer.channel).await;
                 });
             }
+        }
+    }
+}
+
+/// A channel's running linger timer: lowers the channel's flag when the timer's future ends
+/// or is dropped (its runtime shut down), so the next waiter to leave starts another.
+struct LingerTimer {
+    shared: Arc<Shared>,
+    channel: String,
+}
+
+impl Drop for LingerTimer {
+    fn drop(&mut self) {
+        if let Some(c) = lock_unpoisoned(&self.shared.state).channels.get_mut(&self.channel) {
+            c.lingering = false;
         }
     }
 }
@@ -422,29 +444,61 @@ impl Shared {
         tracing::debug!("lock pub/sub connection closed");
     }
 
-    /// Unsubscribes from `channel` if nobody has waited on it for [`LINGER`].
-    async fn unsubscribe_if_idle(&self, channel: String) {
-        let mut conn = self.conn.lock().await;
-        let subscribed = {
-            let mut state = lock_unpoisoned(&self.state);
-            match state.channels.get(&channel) {
-                // Idle for the whole linger (a later leaver's own timer handles a shorter idle).
-                Some(c) if c.slots.is_empty() && c.idle_since.is_some_and(|t| t.elapsed() >= LINGER) => {
-                    let subscribed = c.subscribed;
-                    state.channels.remove(&channel);
-                    subscribed.filter(|g| state.live == Some(*g))
-                }
-                _ => None,
+    /// The linger timer of `channel` (one per channel, not one per waiter that leaves: a
+    /// contended loop leaves hundreds of times a second). Unsubscribes once nobody has waited
+    /// on it for a whole [`LINGER`], waiting longer while waiters come and go; ends at once
+    /// if a waiter is there (the next one to leave starts a timer again).
+    async fn linger(&self, channel: &str) {
+        let mut wait = LINGER;
+        loop {
+            tokio::time::sleep(wait).await;
+            match self.idle(channel) {
+                Some(left) if !left.is_zero() => wait = left,
+                Some(_) => match self.unsubscribe_if_idle(channel).await {
+                    Some(left) => wait = left,
+                    None => return,
+                },
+                None => return,
             }
+        }
+    }
+
+    /// How much of [`LINGER`] is left before `channel` may be unsubscribed (zero: none);
+    /// `None` if it is gone or has a waiter again (then its timer ends: the flag is lowered).
+    fn idle(&self, channel: &str) -> Option<Duration> {
+        let mut state = lock_unpoisoned(&self.state);
+        let c = state.channels.get_mut(channel)?;
+        match c.idle_since {
+            Some(since) if c.slots.is_empty() => Some(LINGER.saturating_sub(since.elapsed())),
+            _ => {
+                c.lingering = false;
+                None
+            }
+        }
+    }
+
+    /// Unsubscribes from `channel` if nobody has waited on it for [`LINGER`]. Returns how
+    /// long to keep lingering if a waiter came and left while this waited for the connection.
+    async fn unsubscribe_if_idle(&self, channel: &str) -> Option<Duration> {
+        let mut conn = self.conn.lock().await;
+        let subscribed = match self.idle(channel) {
+            Some(left) if !left.is_zero() => return Some(left),
+            Some(_) => {
+                let mut state = lock_unpoisoned(&self.state);
+                let subscribed = state.channels.remove(channel).and_then(|c| c.subscribed);
+                subscribed.filter(|g| state.live == Some(*g))
+            }
+            None => None,
         };
         if let (Some(generation), Some(c)) = (subscribed, conn.as_mut())
             && c.generation == generation
-            && let Err(e) = tokio::time::timeout(self.timeout, c.unsubscribe(&channel))
+            && let Err(e) = tokio::time::timeout(self.timeout, c.unsubscribe(channel))
                 .await
                 .unwrap_or_else(|_| Err(timed_out()))
         {
             tracing::debug!(error = %e, channel, "unsubscribe failed; resetting the pub/sub connection");
             self.reset(&mut conn);
         }
+        None
     }
 }

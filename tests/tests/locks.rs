@@ -329,6 +329,48 @@ async fn a_waiter_acquires_on_the_release_message() {
     assert!(wait_until(Duration::from_secs(1), || waiter.stats().waiting_keys == 0).await);
 }
 
+/// A client that waits on the same key over and over (a contended loop: each wait ends with
+/// the lock, each hold ends with a release) keeps one subscription while it loops, and drops
+/// it a linger (200 ms) after its last wait, however many waits came and went before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_coming_and_going_keeps_one_subscription_and_drops_it_after_the_last_wait() {
+    init_tracing();
+    let server = RedisServer::shared();
+    let key = k("lock:loop");
+    let (holder, waiter) = (client_with(&server, "pod-1", Duration::from_secs(30)), client(&server, "pod-2"));
+    let mut waits = 0;
+    for round in 0..40 {
+        let guard = holder.try_lock(&key, LockOptions::new()).await.unwrap();
+        let waiting = tokio::spawn({
+            let (waiter, key) = (waiter.clone(), key.clone());
+            async move { waiter.lock(&key, LockOptions::new().wait(Duration::from_secs(5))).await }
+        });
+        // Queued behind the holder (the holder's value is marked), so this is a real wait.
+        assert!(
+            wait_until(Duration::from_secs(2), || get(&server, &key).ends_with("|w")).await,
+            "round {round}: the waiter queued"
+        );
+        assert!(guard.release().await.unwrap());
+        let got = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
+        assert!(got.expect("the waiter gets the lock").release().await.unwrap());
+        waits += 1;
+        // Between waits (well inside the linger) the channel stays subscribed, and only once.
+        assert!(release_subscribers(&server, &key) <= 1, "round {round}: one subscription at most");
+    }
+    assert_eq!(waits, 40);
+    let last_left = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(3), || release_subscribers(&server, &key) == 0).await,
+        "the subscription goes after the last wait: no leak"
+    );
+    assert!(
+        last_left.elapsed() >= Duration::from_millis(150),
+        "it lingered first: {:?}",
+        last_left.elapsed()
+    );
+    assert!(wait_until(Duration::from_secs(1), || waiter.stats().waiting_keys == 0).await);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_on_a_lock_never_released_times_out_at_its_bound() {
     init_tracing();
