@@ -308,6 +308,18 @@ impl Drop for Ticket {
     }
 }
 
+/// [`Shared::idle`] under the caller's lock.
+fn idle_in(state: &mut State, channel: &str) -> Option<Duration> {
+    let c = state.channels.get_mut(channel)?;
+    match c.idle_since {
+        Some(since) if c.slots.is_empty() => Some(LINGER.saturating_sub(since.elapsed())),
+        _ => {
+            c.lingering = false;
+            None
+        }
+    }
+}
+
 /// A channel's running linger timer: lowers the channel's flag when the timer's future ends
 /// or is dropped (its runtime shut down), so the next waiter to leave starts another.
 struct LingerTimer {
@@ -466,29 +478,25 @@ impl Shared {
     /// How much of [`LINGER`] is left before `channel` may be unsubscribed (zero: none);
     /// `None` if it is gone or has a waiter again (then its timer ends: the flag is lowered).
     fn idle(&self, channel: &str) -> Option<Duration> {
-        let mut state = lock_unpoisoned(&self.state);
-        let c = state.channels.get_mut(channel)?;
-        match c.idle_since {
-            Some(since) if c.slots.is_empty() => Some(LINGER.saturating_sub(since.elapsed())),
-            _ => {
-                c.lingering = false;
-                None
-            }
-        }
+        idle_in(&mut lock_unpoisoned(&self.state), channel)
     }
 
     /// Unsubscribes from `channel` if nobody has waited on it for [`LINGER`]. Returns how
     /// long to keep lingering if a waiter came and left while this waited for the connection.
     async fn unsubscribe_if_idle(&self, channel: &str) -> Option<Duration> {
         let mut conn = self.conn.lock().await;
-        let subscribed = match self.idle(channel) {
-            Some(left) if !left.is_zero() => return Some(left),
-            Some(_) => {
-                let mut state = lock_unpoisoned(&self.state);
-                let subscribed = state.channels.remove(channel).and_then(|c| c.subscribed);
-                subscribed.filter(|g| state.live == Some(*g))
+        let subscribed = {
+            // Checked and removed under one lock: a waiter registering in between would
+            // otherwise lose its channel.
+            let mut state = lock_unpoisoned(&self.state);
+            match idle_in(&mut state, channel) {
+                Some(left) if !left.is_zero() => return Some(left),
+                Some(_) => {
+                    let subscribed = state.channels.remove(channel).and_then(|c| c.subscribed);
+                    subscribed.filter(|g| state.live == Some(*g))
+                }
+                None => None,
             }
-            None => None,
         };
         if let (Some(generation), Some(c)) = (subscribed, conn.as_mut())
             && c.generation == generation
