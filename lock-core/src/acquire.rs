@@ -473,7 +473,9 @@ impl Core {
         if watchdog {
             self.watchdog.register(state.clone());
         }
-        tracing::Span::current().record("fence", fence);
+        if let Some(fence) = fence {
+            tracing::Span::current().record("fence", fence);
+        }
         tracing::debug!(?lease, watchdog, "lock acquired");
         LockGuard::new(state, self.releaser.clone())
     }

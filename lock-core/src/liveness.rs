@@ -110,6 +110,14 @@ impl Identity {
         self.deadline_nanos.fetch_max(nanos, Ordering::AcqRel);
     }
 
+    /// An identity whose liveness lease is known to last `ttl` from now (unit tests).
+    #[cfg(test)]
+    pub(crate) fn alive_for(instance: &str, ttl: Duration) -> Self {
+        let identity = Identity::new(instance);
+        identity.extend_from(Instant::now(), ttl);
+        identity
+    }
+
     fn kill(&self) {
         if !self.dead.swap(true, Ordering::AcqRel) {
             tracing::warn!(key = %self.key, "this client's liveness lease expired (a stall longer than its TTL, or Redis lost its data): its locks may have been taken over and are lost");

@@ -1,7 +1,7 @@
 //! What a holder knows about one held lock, shared by its guard, the watchdog and the
 //! re-entrancy scope.
 
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -35,8 +35,10 @@ pub(crate) struct LockState {
     /// Local deadline, as nanoseconds after `acquired_at`; only moves forward.
     deadline_nanos: AtomicU64,
     status: AtomicU8,
-    /// Woken when the status leaves HELD.
+    /// Woken when the status leaves HELD, once something waits for a loss (`watched`): most
+    /// guards are released without anyone waiting, and the wake-up is a lock to take.
     changed: Notify,
+    watched: AtomicBool,
 }
 
 pub(crate) struct NewState {
@@ -57,7 +59,9 @@ pub(crate) struct NewState {
 
 impl LockState {
     pub(crate) fn new(n: NewState) -> Self {
-        let state = LockState {
+        // `valid_for - drift` after `acquired_at` (= `sent_at`): no clock arithmetic needed.
+        let until = n.valid_for.saturating_sub(drift(n.valid_for));
+        LockState {
             id: n.id,
             key: n.key,
             token: n.token,
@@ -67,12 +71,11 @@ impl LockState {
             acquired_at: n.sent_at,
             metrics: n.metrics,
             identity: n.identity,
-            deadline_nanos: AtomicU64::new(0),
+            deadline_nanos: AtomicU64::new(u64::try_from(until.as_nanos()).unwrap_or(u64::MAX)),
             status: AtomicU8::new(HELD),
             changed: Notify::new(),
-        };
-        state.extend_for(n.sent_at, n.valid_for);
-        state
+            watched: AtomicBool::new(false),
+        }
     }
 
     /// The instance id of the client that holds the lock (the owner prefix of its token).
@@ -97,12 +100,7 @@ impl LockState {
 
     /// Pushes the deadline to `sent_at + lease - drift` after a renewal sent at `sent_at`.
     pub(crate) fn extend_from(&self, sent_at: Instant) {
-        self.extend_for(sent_at, self.lease);
-    }
-
-    /// Pushes the deadline to `sent_at + valid_for - drift`.
-    fn extend_for(&self, sent_at: Instant, valid_for: Duration) {
-        let until = (sent_at + valid_for.saturating_sub(drift(valid_for)))
+        let until = (sent_at + self.lease.saturating_sub(drift(self.lease)))
             .saturating_duration_since(self.acquired_at);
         let nanos = u64::try_from(until.as_nanos()).unwrap_or(u64::MAX);
         self.deadline_nanos.fetch_max(nanos, Ordering::AcqRel);
@@ -132,7 +130,7 @@ impl LockState {
     pub(crate) fn mark_released(&self) -> bool {
         let done = self.transition(RELEASED);
         if done {
-            self.changed.notify_waiters();
+            self.notify_changed();
         }
         done
     }
@@ -153,13 +151,21 @@ impl LockState {
                 held_for = ?self.acquired_at.elapsed(),
                 "lock lost: {reason}"
             );
-            self.changed.notify_waiters();
+            self.notify_changed();
         }
         done
     }
 
+    // SeqCst here and in `lost`: either `lost` sees the new status after raising `watched`,
+    // or this sees `watched` raised after the status changed, and wakes it.
     fn transition(&self, to: u8) -> bool {
-        self.status.compare_exchange(HELD, to, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        self.status.compare_exchange(HELD, to, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+    }
+
+    fn notify_changed(&self) {
+        if self.watched.load(Ordering::SeqCst) {
+            self.changed.notify_waiters();
+        }
     }
 
     /// Resolves when the lock is lost; never, once it is released.
@@ -168,10 +174,11 @@ impl LockState {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
+            self.watched.store(true, Ordering::SeqCst);
             let died = self.identity.died.notified();
             tokio::pin!(died);
             died.as_mut().enable();
-            match self.status.load(Ordering::Acquire) {
+            match self.status.load(Ordering::SeqCst) {
                 LOST_EXPIRED => return LossReason::Expired,
                 LOST_NOT_OWNER => return LossReason::NotOwner,
                 RELEASED => std::future::pending::<()>().await,
@@ -190,5 +197,60 @@ impl LockState {
                 () = tokio::time::sleep_until(deadline) => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::MetricsCache;
+
+    fn held(id: u64, identity: &Arc<Identity>, metrics: &MetricsCache) -> Arc<LockState> {
+        Arc::new(LockState::new(NewState {
+            id,
+            key: "k".into(),
+            token: "t".into(),
+            fence: None,
+            lease: Duration::from_secs(60),
+            at_least: None,
+            sent_at: Instant::now(),
+            valid_for: Duration::from_secs(60),
+            identity: identity.clone(),
+            metrics: metrics.of("k"),
+        }))
+    }
+
+    /// `lost()` racing `mark_lost` on another thread always resolves at once: the wake-up is
+    /// skipped only while nothing watches, and a watcher that starts late sees the status.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_loss_wakes_a_concurrent_watcher() {
+        let identity = Arc::new(Identity::alive_for("test", Duration::from_secs(600)));
+        let metrics = MetricsCache::default();
+        for id in 0..2000 {
+            let state = held(id, &identity, &metrics);
+            let watcher = tokio::spawn(state.clone().lost());
+            if id % 2 == 0 {
+                tokio::task::yield_now().await;
+            }
+            assert!(state.mark_lost(LossReason::NotOwner));
+            let reason = tokio::time::timeout(Duration::from_secs(5), watcher)
+                .await
+                .expect("a watcher of a lost lock is woken, not left until the deadline")
+                .expect("watcher task");
+            assert_eq!(reason, LossReason::NotOwner);
+        }
+    }
+
+    /// A released lock never reports a loss, watched or not.
+    #[tokio::test]
+    async fn a_released_lock_is_never_lost() {
+        let identity = Arc::new(Identity::alive_for("test", Duration::from_secs(600)));
+        let metrics = MetricsCache::default();
+        let state = held(1, &identity, &metrics);
+        let watcher = tokio::spawn(state.clone().lost());
+        tokio::task::yield_now().await;
+        assert!(state.mark_released());
+        assert!(!state.mark_lost(LossReason::Expired));
+        assert!(tokio::time::timeout(Duration::from_millis(100), watcher).await.is_err());
     }
 }
