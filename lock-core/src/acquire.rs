@@ -431,20 +431,21 @@ impl Core {
     }
 
     /// Takes over `key` if `holder`'s client is dead (its liveness key is gone): releases it
-    /// as that holder would have (handing it to the oldest waiter). Returns whether it did,
-    /// so the caller tries again.
+    /// as that holder would have (handing it to the oldest waiter). Returns whether the holder
+    /// was dead, so the caller tries again: the key no longer holds its token, whether this
+    /// call released it or something else did first (the dead holder's own clean-up, its
+    /// expiry, another caller's take-over).
     async fn take_over_if_dead(&self, key: &str, holder: &str) -> Result<bool> {
         if !self.liveness.is_dead(holder).await? {
             return Ok(false);
         }
-        let released = self.releaser.release_token(key, holder).await?;
-        if released {
+        if self.releaser.release_token(key, holder).await? {
             tracing::warn!(
                 holder,
                 "the holder's client is gone (its liveness lease expired); took the lock over"
             );
         }
-        Ok(released)
+        Ok(true)
     }
 
     /// The guard of a lock just acquired; registered with the watchdog if it renews.

@@ -20,7 +20,7 @@ use tracing::Instrument;
 use crate::control::{self, PauseCheck};
 use crate::report::RunOutcome;
 use crate::run::{self, Running};
-use crate::schedule::{Due, MAX_CATCH_UP};
+use crate::schedule::{Due, MAX_CATCH_UP, NextSlots};
 use crate::scheduler::{JobEntry, Shared, State};
 
 /// Longest sleep between readings of the wall clock: a clock step is noticed within this.
@@ -101,6 +101,7 @@ pub(crate) fn spawn(
         held_tx,
         held,
         held_checks: Vec::new(),
+        next_slots: NextSlots::default(),
     };
     let known = floors.is_some();
     let floors = floors.unwrap_or_default();
@@ -205,6 +206,8 @@ struct Timer {
     held: mpsc::UnboundedReceiver<(Arc<str>, DateTime<Utc>)>,
     /// Deferred slots of this wake to check for a held lock: (job, slot, lock key).
     held_checks: Vec<(Arc<str>, DateTime<Utc>, String)>,
+    /// Next slots of the jobs just fired, shared by jobs on the same schedule.
+    next_slots: NextSlots,
 }
 
 impl Timer {
@@ -350,7 +353,7 @@ impl Timer {
         let seq = self.seq;
         let Some(job) = self.jobs.get_mut(name) else { return };
         job.seq = seq;
-        match job.entry.schedule.next_after(job.floor) {
+        match self.next_slots.next_after(&job.entry.schedule, job.floor) {
             Some(next) => self.queue.push(Reverse((next.with_timezone(&Utc), seq, name.clone()))),
             None => tracing::warn!(
                 job = %name,
