@@ -22,7 +22,7 @@ use crate::options::{ClientConfig, Lease, LockOptions, drift, millis};
 use crate::release::Releaser;
 use crate::replica_ack::AckShortfall;
 use crate::scope;
-use crate::scripts::{ACQUIRE, EXTEND};
+use crate::scripts::{ACQUIRE, EXTEND, Eval};
 use crate::state::{LockState, NewState};
 use crate::telemetry::{Acquisition, MetricsCache};
 use crate::waiters::{Ticket, Waiters};
@@ -372,15 +372,23 @@ impl Core {
         sent: &Sent,
     ) -> Result<Reply> {
         let lease = self.lease_of(options).lease;
-        let mut invocation = ACQUIRE.prepare_invoke();
-        invocation.key(key).key(keys::aux(key, "waiters")).key(keys::aux(key, "waiters:until"));
-        // The fence and tick keys only when the script touches them.
-        if options.fencing || tick.is_some() {
-            invocation.key(keys::aux(key, "fence"));
-        }
-        if tick.is_some() {
-            invocation.key(keys::aux(key, "tick")).key(keys::aux(key, "tick:by"));
-        }
+        let (waiters, tickets) = (keys::aux(key, "waiters"), keys::aux(key, "waiters:until"));
+        let mut invocation = match (options.fencing, tick.is_some()) {
+            // The fence and tick keys only when the script touches them.
+            (_, true) => Eval::new(
+                &ACQUIRE,
+                &[
+                    key,
+                    &waiters,
+                    &tickets,
+                    &keys::aux(key, "fence"),
+                    &keys::aux(key, "tick"),
+                    &keys::aux(key, "tick:by"),
+                ],
+            ),
+            (true, false) => Eval::new(&ACQUIRE, &[key, &waiters, &tickets, &keys::aux(key, "fence")]),
+            (false, false) => Eval::new(&ACQUIRE, &[key, &waiters, &tickets]),
+        };
         invocation
             .arg(token)
             .arg(millis(lease, "lease")?)
@@ -490,8 +498,8 @@ impl Core {
         tokio::spawn(async move {
             let Ok(lease) = millis(state.lease, "lease") else { return };
             for attempt in 0..2 {
-                let mut invocation = EXTEND.prepare_invoke();
-                invocation.key(&state.key).arg(&state.token).arg(lease);
+                let mut invocation = Eval::new(&EXTEND, &[&state.key]);
+                invocation.arg(&state.token).arg(lease);
                 let sent_at = Instant::now();
                 match conn.invoke::<i64>(&invocation, || format!("confirming lock `{}`", state.key)).await {
                     Ok(1) => return state.extend_from(sent_at),

@@ -12,6 +12,7 @@ use deadpool_redis::redis::{self, FromRedisValue, RedisError, Script};
 use crate::deploy::slots::{self, Node, SlotMap};
 use crate::deploy::{Link, Target};
 use crate::error::{LockError, Result, is_connection_error};
+use crate::scripts::Eval;
 use crate::{lock_unpoisoned, read_unpoisoned, write_unpoisoned};
 
 /// How long a cluster slot map is trusted before it is read again (a redirected reply makes it
@@ -81,32 +82,32 @@ impl Conn {
         self.target.pool()
     }
 
-    /// Runs a script invocation, reconnecting and retrying once if the connection had failed.
-    /// Only for scripts whose second run reports what the first did (extend, leave, a
-    /// take-over's release); see [`invoke_once`](Self::invoke_once).
+    /// Runs a script, reconnecting and retrying once if the connection had failed. Only for
+    /// scripts whose second run reports what the first did (extend, leave, a take-over's
+    /// release); see [`invoke_once`](Self::invoke_once).
     pub(crate) async fn invoke<T: FromRedisValue>(
         &self,
-        invocation: &redis::ScriptInvocation<'_>,
+        eval: &Eval,
         action: impl Fn() -> String,
     ) -> Result<T> {
-        match self.invoke_once(invocation, &action, &Sent::default()).await {
-            Err(e) if e.outcome_unknown() => self.invoke_once(invocation, &action, &Sent::default()).await,
+        match self.invoke_once(eval, &action, &Sent::default()).await {
+            Err(e) if e.outcome_unknown() => self.invoke_once(eval, &action, &Sent::default()).await,
             result => result,
         }
     }
 
-    /// Runs a script invocation once, recording in `sent` the connection it went out on: an
-    /// acquisition or release whose reply is lost must be cleaned up, not sent again (a
-    /// second run would report the first one's effect as someone else's).
+    /// Runs a script once, recording in `sent` the connection it went out on: an acquisition
+    /// or release whose reply is lost must be cleaned up, not sent again (a second run would
+    /// report the first one's effect as someone else's).
     pub(crate) async fn invoke_once<T: FromRedisValue>(
         &self,
-        invocation: &redis::ScriptInvocation<'_>,
+        eval: &Eval,
         action: impl Fn() -> String,
         sent: &Sent,
     ) -> Result<T> {
         let (generation, mut conn) = self.connection(&action).await?;
         sent.record(generation);
-        invocation.invoke_async(&mut conn).await.map_err(|e| self.failed(generation, action(), e))
+        eval.run(&mut conn).await.map_err(|e| self.failed(generation, action(), e))
     }
 
     /// Sends one command, once, recording in `sent` the connection it went out on.
@@ -285,12 +286,7 @@ impl Conn {
     pub(crate) async fn load_script(&self, script: &Script) -> Result<()> {
         let action = || "loading a lock script".to_owned();
         let (_, mut conn) = self.connection(&action).await?;
-        script
-            .prepare_invoke()
-            .load_async(&mut conn)
-            .await
-            .map(drop)
-            .map_err(|e| LockError::redis(action(), e))
+        script.load_async(&mut conn).await.map(drop).map_err(|e| LockError::redis(action(), e))
     }
 
     async fn connection(&self, action: &impl Fn() -> String) -> Result<(u64, Link)> {

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use deadpool_redis::redis::ScriptInvocation;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -17,7 +16,7 @@ use crate::error::Result;
 use crate::keys;
 use crate::options::millis;
 use crate::replica_ack::ReplicaAck;
-use crate::scripts::{LEAVE, RELEASE};
+use crate::scripts::{Eval, LEAVE, RELEASE};
 use crate::state::LockState;
 use crate::watchdog::Watchdog;
 
@@ -150,9 +149,9 @@ impl Releaser {
 
     /// The release script for `token` on `key`: hand-off to the oldest live waiter, or delete;
     /// with `keep_ms`, keep the key taken that long instead.
-    fn release_invocation(&self, key: &str, token: &str, keep_ms: u64) -> ScriptInvocation<'static> {
-        let mut invocation = RELEASE.prepare_invoke();
-        invocation.key(key).arg(token);
+    fn release_invocation(&self, key: &str, token: &str, keep_ms: u64) -> Eval {
+        let mut invocation = Eval::new(&RELEASE, &[key]);
+        invocation.arg(token);
         // One argument in the common case: each one more measurably slows EVALSHA.
         let publish = self.conn.publish_command();
         if keep_ms > 0 || publish != "PUBLISH" {
@@ -193,14 +192,11 @@ impl Releaser {
                 // Out of the queue first, so no release hands the key to this token after the
                 // compare-and-delete below has looked.
                 if !left {
-                    let mut leave = LEAVE.prepare_invoke();
                     // Entered by this client, so with this client's hand-off time.
                     let entry = keys::queue_entry(&token, millis(releaser.handoff, "hand-off").unwrap_or(0));
-                    leave
-                        .key(keys::aux(&key, "waiters"))
-                        .key(keys::aux(&key, "waiters:until"))
-                        .arg(&token)
-                        .arg(entry);
+                    let mut leave =
+                        Eval::new(&LEAVE, &[keys::aux(&key, "waiters"), keys::aux(&key, "waiters:until")]);
+                    leave.arg(&token).arg(entry);
                     let leave: Result<i64> =
                         releaser.conn.invoke(&leave, || "leaving the queue of waiters".to_owned()).await;
                     left = leave.is_ok();

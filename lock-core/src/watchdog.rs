@@ -17,7 +17,7 @@ use crate::deploy::slots::Node;
 use crate::error::LossReason;
 use crate::lock_unpoisoned;
 use crate::options::{millis, next_pass};
-use crate::scripts::EXTEND;
+use crate::scripts::{EXTEND, Eval};
 use crate::state::LockState;
 
 /// Renewals sent in one pipeline: large enough that 10,000 locks take a handful of round
@@ -274,8 +274,8 @@ async fn renew_batch(client: &Shared, batch: &[Arc<LockState>], node: Option<Nod
 /// Renews one lock through the key-routed connection; false if it could not be done now.
 async fn renew_one(client: &Shared, state: &Arc<LockState>) -> bool {
     let lease = millis(state.lease, "lease").unwrap_or(u64::MAX);
-    let mut extend = EXTEND.prepare_invoke();
-    extend.key(&state.key).arg(&state.token).arg(lease);
+    let mut extend = Eval::new(&EXTEND, &[&state.key]);
+    extend.arg(&state.token).arg(lease);
     let sent_at = Instant::now();
     client.renewals.fetch_add(1, Ordering::Relaxed);
     match client.conn.invoke::<i64>(&extend, || format!("renewing lock `{}`", state.key)).await {

@@ -704,6 +704,33 @@ async fn a_cancelled_release_still_frees_the_lock() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_the_server_forgot_are_loaded_again() {
+    init_tracing();
+    let server = RedisServer::start();
+    let (a, b) = (client(&server, "pod-1"), client(&server, "pod-2"));
+    let key = k("lock:noscript");
+    let fenced = LockOptions::new().fencing(true);
+    a.lock(&key, fenced.clone()).await.unwrap().release().await.unwrap();
+    // As after a restart or a failover to a node that never ran them: every script is gone
+    // before each step, which must still do what it says.
+    server.cli(&["SCRIPT", "FLUSH"]);
+    let guard = a.lock(&key, fenced.clone()).await.expect("the acquire script, loaded again");
+    assert!(guard.fence().is_some());
+    let waiting = tokio::spawn({
+        let key = key.clone();
+        async move { b.lock(&key, LockOptions::new().wait(Duration::from_secs(5))).await }
+    });
+    assert!(wait_until(Duration::from_secs(2), || release_subscribers(&server, &key) == 1).await);
+    server.cli(&["SCRIPT", "FLUSH"]);
+    assert!(guard.release().await.expect("the release script, loaded again"));
+    let handed = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap().unwrap();
+    assert_eq!(get(&server, &key), handed.token(), "handed to the waiter");
+    server.cli(&["SCRIPT", "FLUSH"]);
+    assert!(handed.release().await.unwrap());
+    assert_eq!(get(&server, &key), "(nil)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unbounded_wait_is_accepted() {
     init_tracing();
     let server = RedisServer::shared();
