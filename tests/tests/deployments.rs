@@ -200,7 +200,16 @@ async fn lock_user_is_enough(url_for: impl Fn(&AclUser) -> String, nodes: &[Stri
     );
     handle.pause("acl-job").await.expect("pause");
     assert!(handle.resume("acl-job").await.expect("resume"));
-    assert!(!handle.history("acl-job", 10).await.expect("history").is_empty(), "run history recorded");
+    // A run's history entry is written after its body ends: wait for it (bounded).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let history = loop {
+        let history = handle.history("acl-job", 10).await.expect("history");
+        if !history.is_empty() || std::time::Instant::now() >= deadline {
+            break history;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(!history.is_empty(), "run history recorded");
     handle.shutdown().await;
 
     for node in nodes {
