@@ -1,7 +1,7 @@
 //! `lockbench`: measures lock-core against the raw Redis floor, in one run.
 //!
 //! ```text
-//! cargo run --release -p lockbench -- [--quick] [--explain] [--only s1,s2,s3,s4] [--json FILE]
+//! cargo run --release -p lockbench -- [--quick] [--explain] [--only s1,s2,s3,s4,s5] [--json FILE]
 //! cargo run --release -p lockbench -- --cluster [--quick]   # S1 on a 3-master cluster
 //! ```
 //!
@@ -17,6 +17,8 @@
 //! - **S3 scale**: 10,000 watchdog locks held for 3 lease periods: renewal traffic against the
 //!   ideal, RSS per held lock, renewal lag, lost locks.
 //! - **S4 overhead**: annotated fn vs `with_lock` vs the guard calls vs raw, one task.
+//! - **S5 impatient waiters**: S2's contended key with request handlers that give up waiting
+//!   after 0-3 ms, as a ratio to the same round without them.
 //!
 //! Every ratio compares rounds run back to back in the same run (median over rounds), since
 //! wall time on a small shared machine drifts by more than the differences measured.
@@ -48,6 +50,7 @@ mod s1;
 mod s2;
 mod s3;
 mod s4;
+mod s5;
 mod server;
 
 use std::future::Future;
@@ -63,7 +66,7 @@ use crate::report::Report;
 use crate::server::CmdStats;
 
 const USAGE: &str = "\
-usage: lockbench [--quick] [--explain] [--only s1,s2,s3,s4] [--json FILE] [--locks N] [--lease-ms MS]
+usage: lockbench [--quick] [--explain] [--only s1,s2,s3,s4,s5] [--json FILE] [--locks N] [--lease-ms MS]
        lockbench --cluster [--quick] [--explain] [--json FILE]
          --cluster: S1 only, against a 3-master cluster (with replicas) the fixture starts, or
          the cluster REDIS_URL=redis+cluster://h1:p1,h2:p2 names; raw baseline through a
@@ -92,7 +95,7 @@ fn parse_args() -> Result<Args> {
     let mut args = Args {
         quick: false,
         explain: false,
-        only: vec!["s1".into(), "s2".into(), "s3".into(), "s4".into()],
+        only: vec!["s1".into(), "s2".into(), "s3".into(), "s4".into(), "s5".into()],
         json: None,
         locks: 10_000,
         lease: Duration::from_secs(3),
@@ -112,7 +115,8 @@ fn parse_args() -> Result<Args> {
             "--only" => {
                 only_given = true;
                 args.only = value("--only")?.split(',').map(|s| s.trim().to_lowercase()).collect();
-                if let Some(bad) = args.only.iter().find(|s| !["s1", "s2", "s3", "s4"].contains(&s.as_str()))
+                if let Some(bad) =
+                    args.only.iter().find(|s| !["s1", "s2", "s3", "s4", "s5"].contains(&s.as_str()))
                 {
                     bail!("unknown scenario `{bad}`\n{USAGE}");
                 }
@@ -381,6 +385,10 @@ async fn bench(url: String, args: &Args, private: bool) -> Result<()> {
     if wants("s4") {
         eprintln!("S4 overhead");
         s4::run(&b, &mut report).await?;
+    }
+    if wants("s5") {
+        eprintln!("S5 impatient waiters");
+        s5::run(&b, &mut report).await?;
     }
 
     report.sort();

@@ -24,7 +24,7 @@ use crate::replica_ack::AckShortfall;
 use crate::scope;
 use crate::scripts::{ACQUIRE, EXTEND, Eval};
 use crate::state::{LockState, NewState};
-use crate::telemetry::{Acquisition, MetricsCache};
+use crate::telemetry::{self, Acquisition, MetricsCache, Unclaimed};
 use crate::waiters::{Ticket, Waiters};
 use crate::watchdog::Watchdog;
 
@@ -398,28 +398,41 @@ impl Core {
             .arg(millis(self.config.handoff, "hand-off")?)
             .arg(self.conn.publish_command());
         let sent_at = Instant::now();
-        let cleanup = CleanupOnDrop::new(&self.releaser, key, token, sent_at, lease, sent);
+        // A waiting caller's token is cleaned up by its `Waiting` (which knows whether it is
+        // queued); a fail-fast caller's here, if its outcome is unknown.
+        let cleanup =
+            ticket.is_none().then(|| CleanupOnDrop::new(&self.releaser, key, token, sent_at, lease, sent));
         let reply: Vec<Value> =
             match self.conn.invoke_once(&invocation, || format!("acquiring lock `{key}`"), sent).await {
                 Ok(reply) => reply,
-                Err(e) if ticket.is_some() => {
-                    cleanup.disarm();
-                    return Err(e);
+                Err(e) => {
+                    return Err(match cleanup {
+                        Some(cleanup) => cleanup.failed(e),
+                        None => e,
+                    });
                 }
-                Err(e) => return Err(cleanup.failed(e)),
             };
-        cleanup.disarm();
+        if let Some(cleanup) = cleanup {
+            cleanup.disarm();
+        }
         let int = |i: usize| match reply.get(i) {
             Some(Value::Int(n)) => *n,
             _ => 0,
         };
+        let lapsed = |i: usize| {
+            telemetry::handoffs_unclaimed(key, Unclaimed::Lapsed, u64::try_from(int(i)).unwrap_or(0));
+        };
         Ok(match int(0) {
-            1 => Reply::Acquired {
-                fence: options.fencing.then(|| u64::try_from(int(1)).unwrap_or(0)),
-                sent_at,
-            },
+            1 => {
+                lapsed(2);
+                Reply::Acquired {
+                    fence: options.fencing.then(|| u64::try_from(int(1)).unwrap_or(0)),
+                    sent_at,
+                }
+            }
             2 => Reply::TickDone { last: int(1), ours: int(2) == 1 },
             _ => {
+                lapsed(3);
                 // A holder that is not text is not one of this crate's tokens: never taken over.
                 let holder = match reply.get(2) {
                     Some(Value::BulkString(b)) => String::from_utf8(b.clone()).ok(),
@@ -563,9 +576,16 @@ struct Waiting<'a> {
     remaining: Option<Duration>,
     /// The last transient failure, reported if the bound passes before Redis comes back.
     last_error: Option<LockError>,
-    /// When the last try was sent, if any, and on which connection: the token may be in
-    /// Redis from then on.
+    /// When the last try was sent, if any, and on which connection (`None`: tries whose
+    /// outcome is unknown went out on another connection than a later one, so no single
+    /// connection orders a clean-up after all of them): the token may be in Redis from then on.
     last_sent: Option<(Instant, Option<u64>)>,
+    /// The try in flight, if any: the connection it went out on (filled when it is sent) and
+    /// when. A wait dropped while its try is out must clean up after it too.
+    in_flight: Sent,
+    in_flight_at: Instant,
+    /// The last try's reply was lost: its outcome is unknown.
+    unknown: bool,
     done: bool,
     /// When the try that first put this waiter in the queue was sent: a release that hands
     /// the lock over runs after it.
@@ -612,6 +632,9 @@ impl<'a> Waiting<'a> {
             remaining: None,
             last_error: None,
             last_sent: None,
+            in_flight: Sent::default(),
+            in_flight_at: Instant::now(),
+            unknown: false,
             done: false,
             queued_since: None,
             handed: false,
@@ -674,12 +697,15 @@ impl<'a> Waiting<'a> {
         if self.identity.is_dead() {
             self.start_afresh().await?;
         }
-        let sent = Sent::default();
+        self.in_flight = Sent::default();
         let try_sent_at = Instant::now();
-        let reply = core.script(self.key, &self.token, self.options, self.tick, Some(self.line), &sent).await;
-        if sent.generation().is_some() {
-            self.last_sent = Some((try_sent_at, sent.generation()));
-        }
+        self.in_flight_at = try_sent_at;
+        let reply = core
+            .script(self.key, &self.token, self.options, self.tick, Some(self.line), &self.in_flight)
+            .await;
+        self.last_sent = self.sent_so_far();
+        self.in_flight = Sent::default();
+        self.unknown = reply.as_ref().err().is_some_and(LockError::outcome_unknown);
         match reply {
             Ok(Reply::Acquired { fence, sent_at }) => {
                 self.done = true;
@@ -737,10 +763,26 @@ impl<'a> Waiting<'a> {
     /// Cleans up the current token (queue entry, and the key if it was handed to it or taken
     /// by a try whose reply was lost).
     fn abandon(&mut self) {
+        self.last_sent = self.sent_so_far();
+        self.in_flight = Sent::default();
         if let Some((sent_at, generation)) = self.last_sent.take() {
             let lease = self.core.lease_of(self.options).lease;
             self.core.releaser.abandon(self.key, &self.token, sent_at, lease, true, generation);
         }
+    }
+
+    /// When this waiter's tries went out and on which connection, counting the one in flight:
+    /// see `last_sent`.
+    fn sent_so_far(&self) -> Option<(Instant, Option<u64>)> {
+        let Some(generation) = self.in_flight.generation() else { return self.last_sent };
+        let generation = match self.last_sent {
+            // An earlier try with an unknown outcome on another connection is not ordered
+            // before a clean-up on this one (nor, once so, on any later one).
+            Some((_, None)) => None,
+            Some((_, Some(earlier))) if self.unknown && earlier != generation => None,
+            _ => Some(generation),
+        };
+        Some((self.in_flight_at, generation))
     }
 
     /// Registers for the hand-off message and makes sure the channel is subscribed; true if

@@ -195,13 +195,6 @@ impl Conn {
         LockError::redis(action, e)
     }
 
-    /// The generation of the live connection, if one is up. Commands sent on one connection
-    /// run in order, so a clean-up that runs on the generation an uncertain command was sent
-    /// on runs after it.
-    pub(crate) fn generation(&self) -> Option<u64> {
-        read_unpoisoned(&self.slot).as_ref().map(|(g, _)| *g)
-    }
-
     /// Sends a pipeline (no retry: the caller decides). In a cluster its commands must all be
     /// for keys of one slot, or `node` must name the node that serves all of them.
     pub(crate) async fn query_pipeline<T: FromRedisValue>(

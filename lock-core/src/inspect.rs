@@ -57,6 +57,25 @@ pub struct Waiter {
     pub ticket_until_ms: Option<i64>,
     /// How long its ticket has left (zero when lapsed), from the server's clock.
     pub ticket_remaining: Option<Duration>,
+    /// Whether the next hand-off would give it the lock when its turn comes: its ticket has not
+    /// lapsed, and its client has not let a reservation of this lock lapse untaken (see
+    /// [`Handoff`]). A waiter that is not live is dropped from the queue when reached.
+    pub live: bool,
+}
+
+/// The last hand-off of a lock to one client: a release reserved the lock for one of that
+/// client's waiters until `deadline_ms`. A reservation still recorded after its deadline was
+/// not taken (the client died, or stalled past its hand-off time): the queue then skips that
+/// client's other waiters until the client shows it is alive (queues anew or releases).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Handoff {
+    /// The client id (the second field of its owner tokens, `<instance>:<client id>:<uuid>`).
+    pub client_id: String,
+    /// When the reservation ran or runs out, epoch milliseconds (server time).
+    pub deadline_ms: i64,
+    /// The deadline passed without the client taking the lock.
+    pub lapsed: bool,
 }
 
 /// One lock's state, as [`read`] found it.
@@ -75,12 +94,19 @@ pub struct LockInfo {
     pub last_tick: Option<i64>,
     /// The callers queued for it, oldest first.
     pub waiters: Vec<Waiter>,
+    /// The hand-offs recorded per client (see [`Handoff`]).
+    pub handoffs: Vec<Handoff>,
 }
 
 impl LockInfo {
     /// Whether some owner holds the key.
     pub fn is_held(&self) -> bool {
         self.holder.is_some()
+    }
+
+    /// How many queued waiters are live (see [`Waiter::live`]).
+    pub fn live_waiters(&self) -> usize {
+        self.waiters.iter().filter(|w| w.live).count()
     }
 }
 
@@ -180,15 +206,27 @@ pub async fn read(client: &LockClient, key: &str) -> Result<LockInfo> {
         .await
         .map_err(|e| LockError::redis(format!("reading lock `{}`", short(key)), e))?;
     let now_ms = time.0 * 1000 + time.1 / 1000;
+    // Records are scored with the reservation's deadline, negated once counted as lapsed.
+    let handoffs: Vec<Handoff> = tickets
+        .iter()
+        .filter_map(|(member, score)| {
+            let client_id = keys::handoff_record_client(member)?;
+            let deadline_ms = score.abs() as i64;
+            Some(Handoff { client_id: client_id.to_owned(), deadline_ms, lapsed: deadline_ms <= now_ms })
+        })
+        .collect();
     let waiters = queue
         .into_iter()
         .map(|entry| {
             let token = keys::token_of_entry(&entry).to_owned();
             let until = tickets.iter().find(|(t, _)| *t == token).map(|(_, ms)| *ms as i64);
+            let client_lapsed =
+                handoffs.iter().any(|h| h.lapsed && keys::client_id_of(&token) == h.client_id);
             Waiter {
                 ticket_remaining: until
                     .map(|u| Duration::from_millis(u.saturating_sub(now_ms).max(0) as u64)),
                 ticket_until_ms: until,
+                live: until.is_some_and(|u| u > now_ms) && !client_lapsed,
                 token,
             }
         })
@@ -221,6 +259,7 @@ pub async fn read(client: &LockClient, key: &str) -> Result<LockInfo> {
         fence: fence.and_then(|f| f.parse().ok()),
         last_tick: tick.and_then(|t| t.parse().ok()),
         waiters,
+        handoffs,
     })
 }
 

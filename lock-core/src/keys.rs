@@ -100,8 +100,18 @@ pub(crate) fn token_of_entry(entry: &str) -> &str {
 
 /// The client id in an owner token `<instance>:<client id>:<uuid>` (the scripts find it the
 /// same way: the second field from the end).
-fn client_id_of(token: &str) -> &str {
+pub(crate) fn client_id_of(token: &str) -> &str {
     token.rsplit(':').nth(1).unwrap_or_default()
+}
+
+/// Starts a hand-off record in a lock's tickets zset: `@<client id>`, scored with the deadline
+/// of the last reservation made for that client (see `scripts.rs`). It has no `:`, so it can
+/// never be a token.
+const HANDOFF_RECORD: &str = "@";
+
+/// The client id of a hand-off record, or `None` if `member` is a waiter's token.
+pub(crate) fn handoff_record_client(member: &str) -> Option<&str> {
+    member.strip_prefix(HANDOFF_RECORD).filter(|id| !id.contains(':'))
 }
 
 #[cfg(test)]
@@ -122,6 +132,8 @@ mod tests {
         assert_eq!(unmarked("pod:abc:uuid"), "pod:abc:uuid");
         assert_eq!(queue_entry("pod:abc:uuid", 300), "300|pod:abc:uuid");
         assert_eq!(token_of_entry("300|pod:abc:uuid"), "pod:abc:uuid");
+        assert_eq!(handoff_record_client("@abcdef012345"), Some("abcdef012345"));
+        assert_eq!(handoff_record_client("@pod:abcdef012345:uuid"), None, "a token, not a record");
     }
 
     #[test]

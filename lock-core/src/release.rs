@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use deadpool_redis::redis::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -16,8 +17,9 @@ use crate::error::Result;
 use crate::keys;
 use crate::options::millis;
 use crate::replica_ack::ReplicaAck;
-use crate::scripts::{Eval, LEAVE, RELEASE};
+use crate::scripts::{ABANDON, Eval, RELEASE};
 use crate::state::LockState;
+use crate::telemetry::{self, Unclaimed};
 use crate::watchdog::Watchdog;
 
 /// Releases this client's locks; shared by its guards.
@@ -94,12 +96,12 @@ impl Releaser {
         // Not sent again after a lost reply: a late first RELEASE would make the second report
         // that the lock was no longer ours. The clean-up makes sure it is gone.
         let sent = Sent::default();
-        let owned: i64 = match self
+        let reply: Value = match self
             .conn
             .invoke_once(&invocation, || format!("releasing lock `{}`", state.key), &sent)
             .await
         {
-            Ok(owned) => owned,
+            Ok(reply) => reply,
             Err(e) => {
                 if e.outcome_unknown() {
                     self.abandon(&state.key, &state.token, sent_at, state.lease, false, sent.generation());
@@ -107,7 +109,7 @@ impl Releaser {
                 return Err(e);
             }
         };
-        let owned = owned == 1;
+        let owned = released(&state.key, &reply);
         if let Some(ack) = self.replica_ack.filter(|a| a.after_release && owned) {
             // The release is done either way: a shortfall is only reported.
             // Boxed: rare, and it would double the size of every release's future.
@@ -160,20 +162,43 @@ impl Releaser {
         invocation
     }
 
-    /// Releases `key` if it holds `token` (handing it to the oldest waiter): the takeover of a
-    /// dead holder's lock. Returns whether it held that token.
+    /// Releases `key` if it holds `token` (handing it to the oldest waiter) on behalf of
+    /// someone else than its holder: the takeover of a dead holder's lock, or an operator's
+    /// force-release. Returns whether it held that token.
     pub(crate) async fn release_token(&self, key: &str, token: &str) -> Result<bool> {
-        let invocation = self.release_invocation(key, token, 0);
-        let owned: i64 = self.conn.invoke(&invocation, || format!("taking over lock `{key}`")).await?;
-        Ok(owned == 1)
+        let mut invocation = Eval::new(&RELEASE, &[key]);
+        // Not the holder's own release: its client is not known to be alive, so its other
+        // waiters get no exemption from the hand-off records.
+        invocation.arg(token).arg(0).arg(self.conn.publish_command()).arg("1");
+        let reply: Value = self.conn.invoke(&invocation, || format!("taking over lock `{key}`")).await?;
+        Ok(released(key, &reply))
     }
 
-    /// Cleans up after an acquisition whose outcome is unknown (its reply was lost, or its
-    /// future dropped while the command was out): the command may still run on the server
-    /// later (a stalled Redis buffers it), so `key` is released if it holds `token`, retried
-    /// until that is certain or the token's lease, counted from `sent_at`, has passed. With
-    /// `queued`, the token also leaves the queue of waiters. `generation` is the connection the
-    /// uncertain command went out on, if known: a clean-up that runs on it runs after it.
+    /// Gives `token` up on `key` in one round trip (ABANDON): out of the queue of waiters, and,
+    /// if the key holds it, passed on to the oldest live waiter or deleted. Returns whether the
+    /// key held it, and the connection generation it ran on.
+    async fn give_up(&self, key: &str, token: &str) -> (Result<bool>, Option<u64>) {
+        // Entered by this client, so with this client's hand-off time.
+        let entry = keys::queue_entry(token, millis(self.handoff, "hand-off").unwrap_or(0));
+        let mut invocation = Eval::new(&ABANDON, &[key]);
+        invocation.arg(token).arg(entry).arg(self.conn.publish_command());
+        let sent = Sent::default();
+        let reply: Result<(i64, u64)> =
+            self.conn.invoke_once(&invocation, || format!("giving up a token of lock `{key}`"), &sent).await;
+        let held = reply.map(|(held, lapsed)| {
+            telemetry::handoffs_unclaimed(key, Unclaimed::Lapsed, lapsed);
+            held == 1
+        });
+        (held, sent.generation())
+    }
+
+    /// Cleans up a token that must not hold anything: an acquisition whose outcome is unknown
+    /// (its reply was lost, or its future dropped while the command was out) or a waiter that
+    /// gave up (`queued`). The command may still run on the server later (a stalled Redis
+    /// buffers it), so the token is given up (ABANDON: out of the queue, and the key passed on
+    /// if it holds the token) and that is retried until it is certain or the token's lease,
+    /// counted from `sent_at`, has passed. `generation` is the connection the uncertain command
+    /// went out on, if known: a clean-up that runs on it runs after it.
     pub(crate) fn abandon(
         self: &Arc<Self>,
         key: &str,
@@ -187,29 +212,21 @@ impl Releaser {
         self.spawn(move |releaser| async move {
             let expires = sent_at + lease;
             let mut pause = Duration::from_millis(50);
-            let mut left = !queued;
             loop {
-                // Out of the queue first, so no release hands the key to this token after the
-                // compare-and-delete below has looked.
-                if !left {
-                    // Entered by this client, so with this client's hand-off time.
-                    let entry = keys::queue_entry(&token, millis(releaser.handoff, "hand-off").unwrap_or(0));
-                    let mut leave =
-                        Eval::new(&LEAVE, &[keys::aux(&key, "waiters"), keys::aux(&key, "waiters:until")]);
-                    leave.arg(&token).arg(entry);
-                    let leave: Result<i64> =
-                        releaser.conn.invoke(&leave, || "leaving the queue of waiters".to_owned()).await;
-                    left = leave.is_ok();
-                }
-                let released = if left { releaser.release_token(&key, &token).await } else { Ok(false) };
-                // Certain once it released the token, or once it ran on the connection the
+                let (held, ran_on) = releaser.give_up(&key, &token).await;
+                // Certain once it passed the key on, or once it ran on the connection the
                 // uncertain command went out on (so after it), or once the lease is over.
-                let certain = left
-                    && match released {
-                        Ok(true) => true,
-                        Ok(false) => generation.is_some() && releaser.conn.generation() == generation,
-                        Err(_) => false,
-                    };
+                let certain = match held {
+                    Ok(true) => {
+                        if queued {
+                            // A reservation made for a waiter that had left, passed on at once.
+                            telemetry::handoffs_unclaimed(&key, Unclaimed::WaiterLeft, 1);
+                        }
+                        true
+                    }
+                    Ok(false) => generation.is_some() && ran_on == generation,
+                    Err(_) => false,
+                };
                 if certain || Instant::now() >= expires {
                     return;
                 }
@@ -268,5 +285,20 @@ impl Drop for InFlight {
         if self.releaser.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.releaser.idle.notify_waiters();
         }
+    }
+}
+
+/// Whether a RELEASE reply says the key held the token (`1`, or `{1, lapsed}` when hand-offs were
+/// noticed to have lapsed on the way; those are counted here).
+fn released(key: &str, reply: &Value) -> bool {
+    match reply {
+        Value::Int(owned) => *owned == 1,
+        Value::Array(items) => {
+            if let Some(Value::Int(lapsed)) = items.get(1) {
+                telemetry::handoffs_unclaimed(key, Unclaimed::Lapsed, u64::try_from(*lapsed).unwrap_or(0));
+            }
+            matches!(items.first(), Some(Value::Int(1)))
+        }
+        _ => false,
     }
 }

@@ -212,6 +212,29 @@ impl MetricsCache {
     }
 }
 
+/// Why a hand-off reached nobody (`lock_handoffs_unclaimed_total`'s `reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unclaimed {
+    /// The waiter had given up: its clean-up passed the reservation on at once.
+    WaiterLeft,
+    /// The reservation ran out untaken (its waiter's process died or stalled past the
+    /// hand-off time); noticed by the next script that looked at the queue.
+    Lapsed,
+}
+
+/// Hand-offs of `key` that reached nobody: `n` of them, for `reason`. Rare, so not cached.
+pub(crate) fn handoffs_unclaimed(key: &str, reason: Unclaimed, n: u64) {
+    if n == 0 {
+        return;
+    }
+    let reason = match reason {
+        Unclaimed::WaiterLeft => "waiter_left",
+        Unclaimed::Lapsed => "lapsed",
+    };
+    metrics::counter!("lock_handoffs_unclaimed_total", "key" => key_label(key), "reason" => reason)
+        .increment(n);
+}
+
 pub(crate) fn renewals(sent: usize) {
     metrics::counter!("lock_renewals_total").increment(sent as u64);
 }

@@ -239,6 +239,14 @@ async fn show(client: &LockClient, key: &str) -> Result<Output, CtlError> {
             "token": w.token,
             "ticket_until_ms": w.ticket_until_ms,
             "ticket_remaining_ms": w.ticket_remaining.map(|d| d.as_millis() as u64),
+            "live": w.live,
+        })).collect::<Vec<_>>(),
+        "live_waiters": info.live_waiters(),
+        "lapsed_waiters": info.waiters.len() - info.live_waiters(),
+        "handoffs": info.handoffs.iter().map(|h| json!({
+            "client_id": h.client_id,
+            "deadline_ms": h.deadline_ms,
+            "lapsed": h.lapsed,
         })).collect::<Vec<_>>(),
     });
     let mut text = String::new();
@@ -265,11 +273,24 @@ async fn show(client: &LockClient, key: &str) -> Result<Output, CtlError> {
         "last tick:",
         &info.last_tick.map_or_else(|| "-".into(), |t| format!("{} ({t})", slot_time(t))),
     );
-    line(&mut text, "waiters:", &info.waiters.len().to_string());
+    let live = info.live_waiters();
+    let waiters = match info.waiters.len() - live {
+        0 => info.waiters.len().to_string(),
+        lapsed => format!("{} ({live} live, {lapsed} lapsed: dropped when reached)", info.waiters.len()),
+    };
+    line(&mut text, "waiters:", &waiters);
     for (i, w) in info.waiters.iter().enumerate() {
         let ticket =
             w.ticket_remaining.map_or_else(|| "no ticket".into(), |d| format!("ticket {} left", duration(d)));
-        text.push_str(&format!("  {}. {}  {ticket}\n", i + 1, w.token));
+        let lapsed = if w.live { "" } else { "  (lapsed)" };
+        text.push_str(&format!("  {}. {}  {ticket}{lapsed}\n", i + 1, w.token));
+    }
+    for h in info.handoffs.iter().filter(|h| h.lapsed) {
+        text.push_str(&format!(
+            "  client {} let a hand-off lapse at {}: its waiters are skipped until it shows it is alive\n",
+            h.client_id,
+            slot_time(h.deadline_ms)
+        ));
     }
     Ok(Output { json, text, code: if info.is_held() { OK } else { NOTHING } })
 }

@@ -254,6 +254,37 @@ async fn lockctl_operates_a_running_replica() {
         "{text}"
     );
     assert!(text.contains("waiters:   1\n  1. pod-8:") && text.contains(" left\n"), "{text}");
+    assert_eq!(
+        (shown["live_waiters"].as_u64(), shown["lapsed_waiters"].as_u64()),
+        (Some(1), Some(0)),
+        "{shown}"
+    );
+
+    // A ticket that lapsed (its waiter's process died) and a client that let a hand-off lapse:
+    // counted apart from the live waiter.
+    let now_ms: i64 =
+        server.cli(&["TIME"]).lines().next().expect("seconds").parse::<i64>().expect("int") * 1000;
+    let (queue, tickets) = (format!("{{{KEY}}}:waiters"), format!("{{{KEY}}}:waiters:until"));
+    let dead = "pod-9:abcdef012345:0b5e3c9a-4c1e-4d5f-9a0b-1c2d3e4f5a6b";
+    server.cli(&["RPUSH", &queue, &format!("2000|{dead}")]);
+    server.cli(&["ZADD", &tickets, &(now_ms - 1000).to_string(), dead]);
+    server.cli(&["ZADD", &tickets, &(now_ms - 500).to_string(), "@abcdef012345"]);
+    let (code, shown) = lockctl_json(&url, &["show", KEY]).await;
+    assert_eq!(code, 0);
+    assert_eq!(
+        (shown["live_waiters"].as_u64(), shown["lapsed_waiters"].as_u64()),
+        (Some(1), Some(1)),
+        "{shown}"
+    );
+    assert_eq!(shown["waiters"][1]["live"], false, "{shown}");
+    assert_eq!(shown["handoffs"][0]["client_id"], "abcdef012345", "{shown}");
+    assert_eq!(shown["handoffs"][0]["lapsed"], true, "{shown}");
+    let (_, text, _) = lockctl(&url, &["show", KEY], "").await;
+    assert!(text.contains("waiters:   2 (1 live, 1 lapsed: dropped when reached)"), "{text}");
+    assert!(text.contains(&format!("2. {dead}  ticket 0ms left  (lapsed)")), "{text}");
+    assert!(text.contains("client abcdef012345 let a hand-off lapse at "), "{text}");
+    server.cli(&["LREM", &queue, "1", &format!("2000|{dead}")]);
+    server.cli(&["ZREM", &tickets, dead, "@abcdef012345"]);
 
     let (code, text, _) = lockctl(&url, &["list", "lock:*"], "").await;
     assert_eq!(code, 0, "{text}");

@@ -104,6 +104,86 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
         "no per-resource label"
     );
 
+    // Hand-offs that found nobody waiting. A dead client's two queued tickets: the release
+    // reserves the lock for the first; once that lapses, the next look at the queue skips the
+    // second (counted once, as `lapsed`), and a live waiter gets it.
+    let key = "lock:unclaimed";
+    let guard = a.lock(key, LockOptions::new()).await.expect("acquired");
+    let now_ms = server.cli(&["TIME"]).lines().next().expect("seconds").parse::<u64>().expect("int") * 1000;
+    let (queue, tickets) = ("{lock:unclaimed}:waiters", "{lock:unclaimed}:waiters:until");
+    // Killed a moment ago: its liveness key has not expired yet, so nobody can tell it is dead.
+    server.cli(&["SET", "lock-client:pod-9:abcdef012345", "1", "PX", "60000"]);
+    for dead in [
+        "pod-9:abcdef012345:00000000-0000-4000-8000-000000000001",
+        "pod-9:abcdef012345:00000000-0000-4000-8000-000000000002",
+    ] {
+        server.cli(&["RPUSH", queue, &format!("150|{dead}")]);
+        server.cli(&["ZADD", tickets, &(now_ms + 60_000).to_string(), dead]);
+    }
+    let b2 = b.clone();
+    let waiter =
+        tokio::spawn(async move { b2.lock(key, LockOptions::new().wait(Duration::from_secs(30))).await });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while server.cli(&["LLEN", queue]) != "3" {
+        assert!(tokio::time::Instant::now() < deadline, "the waiter never queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(guard.release().await.expect("released"));
+    let got = waiter.await.expect("task").expect("the live waiter gets it after the lapse");
+    assert!(got.release().await.expect("released"));
+    let snap = values(&snapshotter);
+    assert_eq!(counter(&snap, "lock_handoffs_unclaimed_total", &["key=lock:unclaimed", "reason=lapsed"]), 1);
+
+    // A waiter that gives up just after a release reserved the lock for it: its clean-up passes
+    // the lock on at once (`waiter_left`). The waiter's client runs on a thread of its own, held
+    // still while the release reserves the lock for it; then its wait is cancelled first thing.
+    let guard = a.lock(key, LockOptions::new()).await.expect("acquired");
+    let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel::<()>();
+    let (freeze_tx, freeze_rx) = tokio::sync::oneshot::channel::<()>();
+    let (frozen_tx, frozen_rx) = std::sync::mpsc::channel::<()>();
+    let (thaw_tx, thaw_rx) = std::sync::mpsc::channel::<()>();
+    let c = client(&server, "pod-3");
+    let leaver = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        rt.block_on(async move {
+            let wait = tokio::spawn({
+                let c = c.clone();
+                async move {
+                    tokio::select! {
+                        biased;
+                        _ = cancel_rx => None,
+                        got = c.lock(key, LockOptions::new().wait(Duration::from_secs(30))) => Some(got.is_ok()),
+                    }
+                }
+            });
+            // Runs until the test has seen the queue entry in Redis, then holds the thread (and
+            // so everything on this runtime) still.
+            freeze_rx.await.expect("test alive");
+            frozen_tx.send(()).expect("test alive");
+            thaw_rx.recv().expect("test alive");
+            assert_eq!(wait.await.expect("task"), None, "cancelled before it could take the lock");
+            c.flush_releases(Duration::from_secs(10)).await;
+        });
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while server.cli(&["LLEN", queue]) != "1" {
+        assert!(tokio::time::Instant::now() < deadline, "the leaver never queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    freeze_tx.send(()).expect("leaver running");
+    frozen_rx.recv().expect("leaver frozen");
+    assert!(guard.release().await.expect("released"));
+    assert!(server.cli(&["GET", key]).starts_with("pod-3:"), "reserved for the leaver");
+    cancel_tx.send(()).expect("leaver waiting");
+    thaw_tx.send(()).expect("leaver frozen");
+    leaver.join().expect("leaver thread");
+    assert_eq!(server.cli(&["GET", key]), "(nil)", "passed on (nobody else waits: freed)");
+    let snap = values(&snapshotter);
+    assert_eq!(
+        counter(&snap, "lock_handoffs_unclaimed_total", &["key=lock:unclaimed", "reason=waiter_left"]),
+        1
+    );
+
     // A job: runs counted by outcome, with duration and start lag; paused slots counted too.
     let job =
         Job::new("metrics-job", "* * * * * *", || async { Ok::<_, String>(()) }).lock("lock:metrics-job");

@@ -1,0 +1,187 @@
+//! Callers that give up waiting must not slow the others down (issue 20): request handlers put
+//! a deadline around a waiting `lock`, most of them give up while queued, and the lock must
+//! stay as usable as without them. Real processes (`impatient_waiters`, `queued_waiters`)
+//! against a private Redis.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use deadpool_redis::redis;
+use lock_core::{LockClient, LockOptions};
+use tests::harness::{RedisServer, init_tracing, wait_until};
+
+/// What one `impatient_waiters` process reported.
+#[derive(Debug, Default, Clone, Copy)]
+struct Report {
+    acquired: u64,
+    patient: u64,
+    max_wait: Duration,
+    gave_up: u64,
+}
+
+fn spawn(server: &RedisServer, key: &str, secs: f64, patient: bool, impatient: usize) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_impatient_waiters"))
+        .args([
+            server.url(),
+            key.to_owned(),
+            secs.to_string(),
+            if patient { "1" } else { "0" }.to_owned(),
+            impatient.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn impatient_waiters")
+}
+
+fn report(child: Child) -> Report {
+    let out = child.wait_with_output().expect("impatient_waiters runs");
+    assert!(out.status.success(), "impatient_waiters failed: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |name: &str| -> u64 {
+        text.split_whitespace()
+            .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text:?}"))
+    };
+    Report {
+        acquired: field("acquired"),
+        patient: field("patient"),
+        max_wait: Duration::from_millis(field("max_wait_ms")),
+        gave_up: field("gave_up"),
+    }
+}
+
+/// One run: a patient loop in its own process and `impatient` request-handler tasks spread over
+/// `processes` other processes, for `secs`. Returns the acquisitions of the key by everyone, the
+/// patient loop's report, how many impatient calls gave up, and the longest queue Redis held.
+fn run(
+    server: &RedisServer,
+    key: &str,
+    secs: f64,
+    processes: usize,
+    impatient: usize,
+) -> (u64, Report, u64, u64) {
+    let queue = format!("{{{key}}}:waiters");
+    let longest = Arc::new(AtomicU64::new(0));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = std::thread::spawn({
+        let (url, longest, sampling) = (server.url(), longest.clone(), sampling.clone());
+        move || {
+            let mut con = redis_fixture_connect(&url);
+            while sampling.load(Ordering::Relaxed) {
+                let len: u64 = redis::cmd("LLEN").arg(&queue).query(&mut con).unwrap_or(0);
+                longest.fetch_max(len, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    });
+    let patient = spawn(server, key, secs, true, 0);
+    let others: Vec<Child> =
+        (0..processes).map(|_| spawn(server, key, secs, false, impatient / processes.max(1))).collect();
+    let patient = report(patient);
+    let others: Vec<Report> = others.into_iter().map(report).collect();
+    sampling.store(false, Ordering::Relaxed);
+    sampler.join().expect("sampler");
+    let total = patient.acquired + others.iter().map(|r| r.acquired).sum::<u64>();
+    let gave_up = others.iter().map(|r| r.gave_up).sum();
+    (total, patient, gave_up, longest.load(Ordering::Relaxed))
+}
+
+fn redis_fixture_connect(url: &str) -> redis::Connection {
+    redis::Client::open(url).and_then(|c| c.get_connection()).expect("connect to the test Redis")
+}
+
+/// The request-handler scenario of issue 20, with 1, 4 and 64 impatient tasks in one process
+/// and 16 spread over four: the lock keeps at least half its no-churn rate, the patient caller
+/// never waits anywhere near a hand-off time (2 s, the default command timeout), and the queue
+/// in Redis holds no more entries than there are waiters.
+#[test]
+fn callers_that_give_up_waiting_do_not_slow_the_lock_down() {
+    init_tracing();
+    let server = RedisServer::start();
+    let secs = 2.0;
+    let (calm, calm_patient, _, calm_queue) = run(&server, "lock:impatient:calm", secs, 0, 0);
+    assert_eq!(calm_queue, 0, "nobody queues behind a lone loop");
+    assert!(calm > 100, "the no-churn rate is measured: {calm} in {secs} s");
+    eprintln!("no churn: {calm} acquisitions, longest wait {:?}", calm_patient.max_wait);
+    for (processes, impatient) in [(1, 1), (1, 4), (1, 64), (4, 16)] {
+        let key = format!("lock:impatient:{processes}x{impatient}");
+        let (total, patient, gave_up, queue) = run(&server, &key, secs, processes, impatient);
+        eprintln!(
+            "{impatient} impatient tasks in {processes} process(es): {total} acquisitions ({:.2}x no churn), \
+             patient {} with longest wait {:?}, {gave_up} gave up, longest queue {queue}",
+            total as f64 / calm as f64,
+            patient.patient,
+            patient.max_wait,
+        );
+        assert!(gave_up > 0, "the scenario makes callers give up");
+        assert!(total * 2 >= calm, "{total} acquisitions with {impatient} impatient tasks, {calm} without");
+        assert!(patient.max_wait < Duration::from_secs(1), "the patient loop waited {:?}", patient.max_wait);
+        // Every task waits for at most one lock at a time; a clean-up still in flight may leave
+        // one more entry for a moment.
+        let waiters = impatient as u64 + 1;
+        assert!(queue <= waiters + waiters / 4 + 1, "{queue} entries queued for {waiters} waiters");
+        assert_eq!(server.cli(&["LLEN", &format!("{{{key}}}:waiters")]), "0", "nothing left queued");
+        assert_eq!(server.cli(&["EXISTS", &key]), "0", "nothing left held");
+    }
+}
+
+/// A process killed with ten waiters queued costs the next live waiter one hand-off time (the
+/// dead client's command timeout, 1 s here), not ten: once one reservation lapses untaken, the
+/// queue skips that client's other tickets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_process_with_queued_waiters_costs_one_hand_off_time() {
+    init_tracing();
+    let server = RedisServer::start();
+    let key = "lock:impatient:killed";
+    let queue = format!("{{{key}}}:waiters");
+    let holder = LockClient::builder().url(server.url()).instance_id("holder").build().unwrap();
+    let held = holder.try_lock(key, LockOptions::new()).await.unwrap();
+    let handoff = Duration::from_secs(1);
+    let mut dead: Vec<Child> = ["2", "3"]
+        .iter()
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_queued_waiters"))
+                .args([server.url(), key.to_owned(), "5".to_owned(), handoff.as_millis().to_string()])
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("spawn queued_waiters")
+        })
+        .collect();
+    assert!(
+        wait_until(Duration::from_secs(10), || server.cli(&["LLEN", &queue]) == "10").await,
+        "two processes queue five waiters each: {}",
+        server.cli(&["LLEN", &queue])
+    );
+    // A live waiter behind them, retrying at most every 200 ms.
+    let live = LockClient::builder()
+        .url(server.url())
+        .instance_id("live")
+        .wait_backoff(Duration::from_millis(50), Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let waiter = tokio::spawn(async move {
+        let guard = live.lock(key, LockOptions::new().wait(Duration::from_secs(30))).await.unwrap();
+        (Instant::now(), guard)
+    });
+    assert!(wait_until(Duration::from_secs(5), || server.cli(&["LLEN", &queue]) == "11").await);
+    for child in &mut dead {
+        child.kill().expect("kill -9");
+        child.wait().expect("reaped");
+    }
+    let released = Instant::now();
+    assert!(held.release().await.unwrap());
+    let (acquired, guard) =
+        tokio::time::timeout(Duration::from_secs(20), waiter).await.expect("acquired").unwrap();
+    let waited = acquired - released;
+    eprintln!("two dead clients with five waiters each cost the live waiter {waited:?}");
+    // One hand-off time per dead client, plus the live waiter's retry after each lapse; ten
+    // dead tickets served one by one would cost ten.
+    assert!(waited >= handoff, "the first dead waiter's reservation is honoured: {waited:?}");
+    assert!(waited < 2 * handoff + Duration::from_millis(1500), "{waited:?}");
+    assert_eq!(server.cli(&["GET", key]), guard.token());
+    assert!(guard.release().await.unwrap());
+    assert_eq!(server.cli(&["LLEN", &queue]), "0", "the dead tickets are gone");
+}
