@@ -24,9 +24,6 @@ pub(crate) enum Variant {
     /// Raw client, both of lock-core's scripts: lock-core's server-side work without its
     /// client-side code (`--explain`).
     RawLcBoth,
-    /// Raw client, the proposed wire protocol: plain `SET NX PX GET` + a lean release script
-    /// that still announces the release (`--explain`).
-    RawProposed,
     /// `client.with_lock(key, LockOptions::new(), body)`.
     Scoped,
     /// An annotated fn: `#[distributed_lock(key = "{key}", client = client)]`.
@@ -41,7 +38,6 @@ impl Variant {
             Variant::RawLcAcquire => "raw+lc-acquire",
             Variant::RawLcRelease => "raw+lc-release",
             Variant::RawLcBoth => "raw+lc-scripts",
-            Variant::RawProposed => "raw+proposed",
             Variant::Scoped => "scoped",
             Variant::Annotated => "annotated",
         }
@@ -56,7 +52,6 @@ impl Variant {
             Variant::RawLcAcquire,
             Variant::RawLcRelease,
             Variant::RawLcBoth,
-            Variant::RawProposed,
         ]
         .into_iter()
         .find(|v| v.name() == s)
@@ -148,17 +143,12 @@ pub(crate) async fn task(
         n += 1;
         let t0 = Instant::now();
         match variant {
-            Variant::Raw
-            | Variant::RawLcAcquire
-            | Variant::RawLcRelease
-            | Variant::RawLcBoth
-            | Variant::RawProposed => {
+            Variant::Raw | Variant::RawLcAcquire | Variant::RawLcRelease | Variant::RawLcBoth => {
                 let token = raw::token(n);
                 let taken = match variant {
                     Variant::RawLcAcquire | Variant::RawLcBoth => {
                         raw::lc_acquire(&mut conn, &key, &token, raw::LEASE_MS).await?
                     }
-                    Variant::RawProposed => raw::set_nx_get(&mut conn, &key, &token, raw::LEASE_MS).await?,
                     _ => raw::acquire(&mut conn, &key, &token, raw::LEASE_MS).await?,
                 };
                 if !taken {
@@ -169,7 +159,6 @@ pub(crate) async fn task(
                     Variant::RawLcRelease | Variant::RawLcBoth => {
                         raw::lc_release(&mut conn, &key, &token).await?
                     }
-                    Variant::RawProposed => raw::lean_release(&mut conn, &key, &token).await?,
                     _ => raw::release(&mut conn, &key, &token).await?,
                 };
                 if !owned {

@@ -38,7 +38,7 @@
 //! ```
 //!
 //! Variants: `raw`, `guard`, `scoped`, `annotated`, and the `--explain` ones: `raw+lc-acquire`,
-//! `raw+lc-release`, `raw+lc-scripts`, `raw+proposed`. With `--tasks T` (T > 1) the variant
+//! `raw+lc-release`, `raw+lc-scripts`. With `--tasks T` (T > 1) the variant
 //! runs in T tasks on the multi-thread runtime, as in S1's C = 32, for a sampling profiler:
 //! `perf record -g target/release/lockbench --callgrind guard --iters 20000 --tasks 32`.
 
@@ -72,7 +72,7 @@ usage: lockbench [--quick] [--explain] [--only s1,s2,s3,s4,s5] [--json FILE] [--
          the cluster REDIS_URL=redis+cluster://h1:p1,h2:p2 names; raw baseline through a
          redis-rs cluster connection
        lockbench --callgrind VARIANT --iters N [--tasks T]
-         VARIANT: raw guard scoped annotated raw+lc-acquire raw+lc-release raw+lc-scripts raw+proposed
+         VARIANT: raw guard scoped annotated raw+lc-acquire raw+lc-release raw+lc-scripts
 
 Uses REDIS_URL if set, else starts a private redis-server from PATH.";
 

@@ -14,8 +14,7 @@ const TASKS: [usize; 2] = [1, 32];
 const VARIANTS: [Variant; 2] = [Variant::Raw, Variant::Guard];
 /// `--explain`: the raw client running lock-core's scripts, to split lock-core's cost into its
 /// server-side and client-side parts.
-const EXPLAIN: [Variant; 4] =
-    [Variant::RawLcAcquire, Variant::RawLcRelease, Variant::RawLcBoth, Variant::RawProposed];
+const EXPLAIN: [Variant; 3] = [Variant::RawLcAcquire, Variant::RawLcRelease, Variant::RawLcBoth];
 
 fn label(v: Variant) -> &'static str {
     match v {
@@ -24,7 +23,6 @@ fn label(v: Variant) -> &'static str {
         Variant::RawLcAcquire => "raw, lc acquire script",
         Variant::RawLcRelease => "raw, lc release script",
         Variant::RawLcBoth => "raw, both lc scripts",
-        Variant::RawProposed => "raw, proposed protocol",
         Variant::Scoped => "lock-core with_lock",
         Variant::Annotated => "lock-core annotated",
     }
@@ -140,9 +138,8 @@ pub(crate) async fn run(b: &Bench, report: &mut Report) -> Result<()> {
     ));
     if b.explain {
         table.note(
-            "`raw, ...` rows below lock-core: the raw client sending lock-core's own scripts (taken from its source at compile time), \
-             i.e. lock-core's server-side work without its client-side code; `proposed protocol` = plain \
-             `SET NX PX GET` + a lean compare-and-delete-and-publish script (see BENCHMARKS.md).",
+            "`raw, ...` rows below lock-core: the raw client sending lock-core's own scripts (the same `.lua` files), \
+             i.e. lock-core's server-side work without its client-side code.",
         );
     }
     report.tables.push(table);

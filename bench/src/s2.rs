@@ -190,7 +190,7 @@ async fn lock_task(
     let mut count = 0;
     while Instant::now() < stop {
         let guard = client
-            .lock(&key, LockOptions::new().wait(WAIT))
+            .acquire(&key, LockOptions::new().wait(WAIT))
             .await
             .with_context(|| format!("S2 task {me}: lock `{key}` with wait {WAIT:?}"))?;
         shared.acquired(me);

@@ -62,7 +62,9 @@ async fn round(b: &Bench, impatient: usize, duration: Duration) -> Result<Outcom
             let own = format!("{key}:own:{i}");
             while Instant::now() < stop {
                 let deadline = Duration::from_micros(next(&mut rng) % 3000);
-                match tokio::time::timeout(deadline, client.lock(&key, LockOptions::new().wait(WAIT))).await {
+                match tokio::time::timeout(deadline, client.acquire(&key, LockOptions::new().wait(WAIT)))
+                    .await
+                {
                     Ok(Ok(guard)) => {
                         acquired.fetch_add(1, Ordering::Relaxed);
                         let _ = guard.release().await;
@@ -84,7 +86,7 @@ async fn round(b: &Bench, impatient: usize, duration: Duration) -> Result<Outcom
     let mut patient_count = 0;
     while Instant::now() < stop {
         let asked = Instant::now();
-        let guard = patient.lock(&key, LockOptions::new().wait(WAIT)).await.context("S5 patient lock")?;
+        let guard = patient.acquire(&key, LockOptions::new().wait(WAIT)).await.context("S5 patient lock")?;
         longest_wait = longest_wait.max(asked.elapsed());
         acquired.fetch_add(1, Ordering::Relaxed);
         patient_count += 1;

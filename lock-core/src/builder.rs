@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use deadpool_redis::Pool;
 
-use crate::acquire::Core;
 use crate::conn::Conn;
+use crate::core::Core;
 use crate::deploy::Target;
 use crate::deploy::url::{self, Spec};
 use crate::error::{LockError, Result};

@@ -10,14 +10,15 @@ use std::time::Duration;
 use deadpool_redis::Pool;
 use deadpool_redis::redis;
 
-use crate::acquire::{Attempt, Core};
 use crate::builder::LockClientBuilder;
+use crate::core::{Attempt, Core};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
+use crate::inspect;
 use crate::options::LockOptions;
 use crate::scope;
 use crate::section;
-use crate::{read_unpoisoned, write_unpoisoned};
+use crate::sync::{read_unpoisoned, write_unpoisoned};
 
 static DEFAULT_CLIENT: RwLock<Option<LockClient>> = RwLock::new(None);
 
@@ -30,7 +31,7 @@ static DEFAULT_CLIENT: RwLock<Option<LockClient>> = RwLock::new(None);
 ///
 /// # async fn demo() -> Result<(), lock_core::LockError> {
 /// let client = LockClient::from_url("redis://127.0.0.1:6379/")?;
-/// let guard = client.lock("lock:report", LockOptions::new().wait(Duration::from_secs(5))).await?;
+/// let guard = client.acquire("lock:report", LockOptions::new().wait(Duration::from_secs(5))).await?;
 /// // ... work only one replica may do at a time ...
 /// let still_ours = guard.release().await?;
 /// # Ok(()) }
@@ -192,10 +193,19 @@ impl LockClient {
     /// it, or if waiters are queued for it (they are served first). `options.wait` is ignored.
     pub async fn try_lock(&self, key: &str, options: LockOptions) -> Result<LockGuard> {
         let options = LockOptions { wait: None, ..options };
-        self.lock(key, options).await
+        self.acquire(key, options).await
     }
 
-    /// Takes `key`, waiting up to `options.wait` if it is held (no wait: fail fast).
+    /// The old name of [`acquire`](Self::acquire), which says better what it does: unlike
+    /// `tokio::sync::Mutex::lock` or Redisson's `lock()`, it does not wait unless
+    /// `options.wait` is set.
+    #[deprecated(since = "0.1.0", note = "renamed `acquire`: it fails fast unless `options.wait` is set")]
+    pub async fn lock(&self, key: &str, options: LockOptions) -> Result<LockGuard> {
+        self.acquire(key, options).await
+    }
+
+    /// Takes `key` as `options` say: fail fast by default ([`LockError::Held`]), or wait up to
+    /// `options.wait` if it is held (`LockOptions::new().wait(Duration::from_secs(5))`).
     ///
     /// Waiting does not poll: the waiter subscribes to the key's release channel and retries
     /// when a release is announced, falling back to a jittered retry no later than the
@@ -205,7 +215,7 @@ impl LockClient {
     ///
     /// Inside a locked section of the current task that already holds `key` (see
     /// [`with_lock`](Self::with_lock)), returns a nested guard without touching Redis.
-    pub async fn lock(&self, key: &str, options: LockOptions) -> Result<LockGuard> {
+    pub async fn acquire(&self, key: &str, options: LockOptions) -> Result<LockGuard> {
         match self.core.lock_for(key, options, None).await? {
             Attempt::Acquired(guard) => Ok(guard),
             Attempt::Held(remaining) => Err(LockError::Held { key: key.to_owned(), remaining }),
@@ -228,6 +238,30 @@ impl LockClient {
     /// with its lock and fails with [`LockError::TickClaimed`] if it was already claimed.
     pub async fn with_lock<F: Future>(&self, key: &str, options: LockOptions, fut: F) -> Result<F::Output> {
         section::run(&self.core, key, options, scope::claim_tick(), fut).await.result
+    }
+
+    /// Reads the state of the lock `key`, for operators' tools: holder, TTL, fence, last tick,
+    /// waiters with their tickets, hand-off records, and whether the holder's client is alive.
+    /// Two round trips (the liveness key may live in another cluster slot).
+    pub async fn inspect(&self, key: &str) -> Result<inspect::LockInfo> {
+        inspect::read(&self.core, key).await
+    }
+
+    /// Lists held locks whose key matches the glob `pattern` (Redis `SCAN MATCH`, never
+    /// `KEYS`; on every master of a cluster), at most `limit`, sorted by key. Keys whose value
+    /// is not an owner token written by this crate, and the lock machinery's own keys, are
+    /// left out.
+    pub async fn list_locks(&self, pattern: &str, limit: usize) -> Result<Vec<inspect::LockSummary>> {
+        inspect::list(&self.core, pattern, limit).await
+    }
+
+    /// Force-releases the lock `key`, whoever holds it, as its holder's release would: handed
+    /// to the oldest live waiter if any, else deleted. Returns the token it was taken from
+    /// (`None`: the lock was free); [`LockError::ChangedHands`] if it changed hands every time
+    /// it was read. The holder is not told: its next renewal fails and its guard reports the
+    /// loss; until then it may still believe it holds the lock (fencing protects the data).
+    pub async fn force_unlock(&self, key: &str) -> Result<Option<String>> {
+        inspect::force_unlock(&self.core, key).await
     }
 
     pub(crate) fn core(&self) -> &Arc<Core> {

@@ -12,8 +12,8 @@ use deadpool_redis::redis::{self, FromRedisValue, RedisError, Script};
 use crate::deploy::slots::{self, Node, SlotMap};
 use crate::deploy::{Link, Target};
 use crate::error::{LockError, Result, is_connection_error};
-use crate::scripts::Eval;
-use crate::{lock_unpoisoned, read_unpoisoned, write_unpoisoned};
+use crate::schema::scripts::Eval;
+use crate::sync::{lock_unpoisoned, read_unpoisoned, write_unpoisoned};
 
 /// How long a cluster slot map is trusted before it is read again (a redirected reply makes it
 /// stale at once).
@@ -212,7 +212,13 @@ impl Conn {
     ) -> Result<T, RedisError> {
         let (generation, conn) = match self.connection(&String::new).await {
             Ok(c) => c,
-            Err(LockError::Redis { source, .. } | LockError::Auth { source, .. }) => return Err(source),
+            Err(
+                LockError::Redis { source, .. }
+                | LockError::Auth { source, .. }
+                | LockError::Tls { source, .. },
+            ) => {
+                return Err(source);
+            }
             Err(e) => return Err(RedisError::from(std::io::Error::other(e.to_string()))),
         };
         let result = pipe.query_async(&mut conn.to_node(node)).await;
@@ -263,7 +269,9 @@ impl Conn {
                 "reading the cluster's slot map".to_owned()
             })
             .await
-            .inspect_err(|e| tracing::debug!(error = %e, "could not read the cluster's slot map"))
+            .inspect_err(
+                |e| tracing::debug!(error = %crate::ErrorChain(e), "could not read the cluster's slot map"),
+            )
             .ok()?;
         let map = SlotMap::parse(&reply)?;
         *lock_unpoisoned(&self.slot_map) = Some((Instant::now(), map.clone()));

@@ -6,8 +6,10 @@ use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind};
 
 /// Everything that can go wrong when taking, holding or releasing a lock.
 ///
-/// Each variant's message says what happened and, where it helps, what to change.
-#[derive(Debug, thiserror::Error)]
+/// Each variant's message says what happened and, where it helps, what to change; its cause,
+/// if any, is its [`source`](std::error::Error::source), not repeated in the message (print the
+/// whole chain with [`ErrorChain`], or `{:#}` through `anyhow`). Cheap to clone.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
     /// The lock is held by someone else and the caller asked not to wait.
@@ -49,7 +51,7 @@ pub enum LockError {
 
     /// Redis refused this client's credentials, or asked for some: a wrong or missing
     /// password or user, or an ACL user not allowed a command or key. Never transient.
-    #[error("redis refused access while {action}: {hint} ({source})")]
+    #[error("redis refused access while {action}: {hint}")]
     Auth {
         /// What the client was doing.
         action: String,
@@ -78,7 +80,7 @@ pub enum LockError {
     },
 
     /// Redis could not be reached or a command failed.
-    #[error("redis command failed while {action}: {source}")]
+    #[error("redis command failed while {action}")]
     Redis {
         /// What the client was doing, e.g. "acquiring lock `k`".
         action: String,
@@ -88,13 +90,41 @@ pub enum LockError {
     },
 
     /// No connection could be taken from the pool.
-    #[error("could not get a redis connection while {action}: {source}")]
+    #[error("could not get a redis connection while {action}")]
     Pool {
         /// What the client was doing.
         action: String,
         /// The underlying pool error.
         #[source]
-        source: deadpool_redis::PoolError,
+        source: std::sync::Arc<deadpool_redis::PoolError>,
+    },
+
+    /// The TLS connection could not be set up: the server's certificate is not trusted (an
+    /// unknown issuer, a name that does not match, an expired certificate) or the handshake
+    /// failed. Never transient: a wait fails at once, as on a wrong password.
+    #[error("TLS failed while {action}: {hint}")]
+    Tls {
+        /// What the client was doing.
+        action: String,
+        /// What to check.
+        hint: &'static str,
+        /// The underlying error.
+        #[source]
+        source: deadpool_redis::redis::RedisError,
+    },
+
+    /// The lock changed hands every time it was read while being force-released
+    /// ([`LockClient::force_unlock`](crate::LockClient::force_unlock)): its holders release and
+    /// take it faster than the operator's compare-and-delete can catch one. Nothing was
+    /// released; try again.
+    #[error(
+        "lock `{key}` changed hands {attempts} times while being force-released; nothing was released, try again"
+    )]
+    ChangedHands {
+        /// The lock's key.
+        key: String,
+        /// How many holders were tried.
+        attempts: u32,
     },
 
     /// The client configuration is invalid (URL, instance id, pool).
@@ -146,8 +176,11 @@ impl LockError {
     /// A failed Redis command; credential problems become [`LockError::Auth`].
     pub(crate) fn redis(action: impl Into<String>, source: deadpool_redis::redis::RedisError) -> Self {
         let action = action.into();
-        match auth_hint(&source) {
-            Some(hint) => LockError::Auth { action, hint, source },
+        if let Some(hint) = auth_hint(&source) {
+            return LockError::Auth { action, hint, source };
+        }
+        match tls_hint(&source) {
+            Some(hint) => LockError::Tls { action, hint, source },
             None => LockError::Redis { action, source },
         }
     }
@@ -157,7 +190,7 @@ impl LockError {
     pub fn is_transient(&self) -> bool {
         match self {
             LockError::Redis { source, .. } => is_transient(source),
-            LockError::Auth { .. } => false,
+            LockError::Auth { .. } | LockError::Tls { .. } => false,
             LockError::Pool { .. } | LockError::ReplicaAck { .. } => true,
             _ => false,
         }
@@ -210,6 +243,56 @@ fn auth_hint(e: &RedisError) -> Option<&'static str> {
         Some("check the user and password in the Redis URL")
     } else {
         None
+    }
+}
+
+/// What to tell the user about a TLS failure, or `None` if `e` is not one. rustls reports a
+/// certificate it does not trust as `invalid peer certificate: ...` inside an I/O error.
+fn tls_hint(e: &RedisError) -> Option<&'static str> {
+    let text = format!("{e} {e:?}");
+    if text.contains("invalid peer certificate") || text.contains("InvalidCertificate") {
+        Some(
+            "the server's certificate is not trusted: give its CA with `tls_root_ca`, or check the host name it was issued for",
+        )
+    } else if text.contains("received fatal alert")
+        || text.contains("HandshakeFailure")
+        || text.contains("peer is incompatible")
+    {
+        Some(
+            "the TLS handshake failed: check that the server speaks TLS on this port and the versions and ciphers both sides allow",
+        )
+    } else {
+        None
+    }
+}
+
+/// Displays an error and each of its causes once, joined by `: ` (what `{:#}` shows for an
+/// `anyhow::Error`): the way to log a [`LockError`] or a scheduler error, whose `Display` shows
+/// only its own level.
+///
+/// ```
+/// use lock_core::{ErrorChain, LockError};
+/// let e = LockError::Config("bad URL".into());
+/// assert_eq!(ErrorChain(&e).to_string(), "invalid lock client configuration: bad URL");
+/// ```
+#[derive(Clone, Copy)]
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'a));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(e) = cause {
+            write!(f, ": {e}")?;
+            cause = e.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
     }
 }
 
@@ -275,5 +358,36 @@ mod tests {
         let message = huge.to_string();
         assert!(message.len() < 200, "{message}");
         assert!(message.contains("1048576 bytes"), "{message}");
+    }
+
+    #[test]
+    fn a_display_never_repeats_its_source() {
+        let source =
+            || RedisError::from(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused here"));
+        for e in [
+            LockError::redis("acquiring lock `k`", source()),
+            LockError::Auth { action: "connecting".into(), hint: "check the password", source: source() },
+            LockError::Tls { action: "connecting".into(), hint: "check the CA", source: source() },
+        ] {
+            let cause = std::error::Error::source(&e).expect("a cause").to_string();
+            assert!(!e.to_string().contains(&cause), "{e} repeats {cause}");
+            let chain = ErrorChain(&e).to_string();
+            assert_eq!(chain.matches("refused here").count(), 1, "{chain}");
+            assert!(chain.starts_with(&e.to_string()), "{chain}");
+        }
+    }
+
+    #[test]
+    fn untrusted_certificates_are_not_transient() {
+        let e = LockError::redis(
+            "connecting",
+            RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "invalid peer certificate: UnknownIssuer",
+            )),
+        );
+        assert!(matches!(e, LockError::Tls { .. }), "{e:?}");
+        assert!(!e.is_transient());
+        assert!(e.to_string().contains("tls_root_ca"), "{e}");
     }
 }

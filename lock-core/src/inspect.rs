@@ -1,14 +1,14 @@
-//! Reading a lock's state from Redis, for operators' tools (`lockctl`) and dashboards: who
-//! holds it, for how long, its fence, its queue of waiters, whether the holder's client is
-//! alive; listing locks by pattern; force-releasing one.
-//!
-//! Everything here reads the keys of §3.1 of the design (the lock key, `{<key>}:fence`,
-//! `{<key>}:tick`, `{<key>}:waiters`, `{<key>}:waiters:until`, and the holder's liveness key
-//! `lock-client:<instance>:<client id>`). Nothing here is needed to take or release locks.
+//! What operators' tools (`lockctl`, the admin console) read about locks: who holds one, for
+//! how long, its fence, its queue of waiters, whether the holder's client is alive. The entry
+//! points are [`LockClient::inspect`](crate::LockClient::inspect),
+//! [`LockClient::list_locks`](crate::LockClient::list_locks) and
+//! [`LockClient::force_unlock`](crate::LockClient::force_unlock); this module holds what they
+//! return, and reads the keys of [`schema`](crate::schema). Nothing here is needed to take or
+//! release locks.
 //!
 //! ```no_run
 //! # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
-//! let state = lock_core::inspect::read(&client, "lock:daily-report").await?;
+//! let state = client.inspect("lock:daily-report").await?;
 //! if let Some(holder) = &state.holder {
 //!     println!("held by {} for {:?} more", holder.instance.as_deref().unwrap_or("?"), state.ttl);
 //! }
@@ -19,14 +19,9 @@ use std::time::Duration;
 
 use deadpool_redis::redis::{self, Value};
 
-use crate::client::LockClient;
+use crate::core::Core;
 use crate::error::{LockError, Result};
-use crate::keys;
-use crate::liveness;
-
-/// Suffix that a release within a minimum hold (`at_least`) appends to the owner token it
-/// keeps in the key.
-const RELEASED_SUFFIX: &str = ":released";
+use crate::schema::{self, RELEASED_SUFFIX};
 
 /// The holder of a lock, parsed from the owner token in the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,79 +117,49 @@ pub struct LockSummary {
     pub ttl: Option<Duration>,
 }
 
-/// The names of the Redis keys that belong to the lock `key` (same cluster slot).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LockKeys {
-    /// The fence counter.
-    pub fence: String,
-    /// The last claimed scheduler tick.
-    pub tick: String,
-    /// The queue of waiting tokens (list).
-    pub waiters: String,
-    /// The waiters' ticket deadlines (sorted set: token -> epoch ms).
-    pub waiters_until: String,
-}
-
-/// The auxiliary keys of the lock `key`, after checking the key as an acquisition would.
-pub fn keys_of(key: &str) -> Result<LockKeys> {
-    keys::validate(key)?;
-    Ok(LockKeys {
-        fence: keys::aux(key, "fence"),
-        tick: keys::aux(key, "tick"),
-        waiters: keys::aux(key, "waiters"),
-        waiters_until: keys::aux(key, "waiters:until"),
-    })
-}
-
-/// A key that belongs to the lock machinery rather than naming a lock: auxiliary keys of a
-/// lock (`...:fence`, `...:tick`, `...:tick:by`, `...:waiters`, `...:waiters:until`) and liveness
-/// keys.
+/// A key that belongs to the lock machinery rather than naming a lock (see
+/// [`schema::is_auxiliary_key`]).
 pub fn is_auxiliary_key(key: &str) -> bool {
-    key.starts_with(liveness::KEY_PREFIX)
-        || [":fence", ":tick", ":tick:by", ":waiters", ":waiters:until"].iter().any(|s| key.ends_with(s))
+    schema::is_auxiliary_key(key)
 }
 
 /// Parses an owner token as this crate writes it. `None` for a value this crate did not write
 /// (a key that is not a lock).
 pub fn parse_token(token: &str) -> Option<Holder> {
-    let token = keys::unmarked(token);
+    let token = schema::unmarked(token);
     let (bare, released) = match token.strip_suffix(RELEASED_SUFFIX) {
-        Some(bare) if liveness::owner_of(bare).is_some() => (bare, true),
+        Some(bare) if schema::owner_of(bare).is_some() => (bare, true),
         _ => (token, false),
     };
-    let owner = liveness::owner_of(bare)?;
-    let instance = owner.rsplit_once(':').map(|(instance, _)| instance.to_owned());
+    let owner = schema::owner_of(bare)?;
     Some(Holder {
         token: token.to_owned(),
-        instance,
-        liveness_key: Some(liveness::key_of(owner)),
+        instance: Some(schema::instance_of(owner).to_owned()),
+        liveness_key: Some(schema::liveness_key(owner)),
         alive: None,
         released,
     })
 }
 
-/// Reads the state of the lock `key`: holder, TTL, fence, last tick, waiters with their
-/// tickets, and whether the holder's client is alive. Two round trips (the liveness key may
-/// live in another cluster slot).
-pub async fn read(client: &LockClient, key: &str) -> Result<LockInfo> {
-    let names = keys_of(key)?;
-    let conn = &client.core().conn;
+/// Reads the state of the lock `key` (see [`LockClient::inspect`](crate::LockClient::inspect)).
+pub(crate) async fn read(core: &Core, key: &str) -> Result<LockInfo> {
+    schema::validate_key(key)?;
+    let conn = &core.conn;
     let mut pipe = redis::pipe();
     pipe.cmd("GET")
         .arg(key)
         .cmd("PTTL")
         .arg(key)
         .cmd("GET")
-        .arg(&names.fence)
+        .arg(schema::fence_key(key))
         .cmd("GET")
-        .arg(&names.tick)
+        .arg(schema::tick_key(key))
         .cmd("LRANGE")
-        .arg(&names.waiters)
+        .arg(schema::queue_key(key))
         .arg(0)
         .arg(-1)
         .cmd("ZRANGE")
-        .arg(&names.waiters_until)
+        .arg(schema::tickets_key(key))
         .arg(0)
         .arg(-1)
         .arg("WITHSCORES")
@@ -210,7 +175,7 @@ pub async fn read(client: &LockClient, key: &str) -> Result<LockInfo> {
     let handoffs: Vec<Handoff> = tickets
         .iter()
         .filter_map(|(member, score)| {
-            let client_id = keys::handoff_record_client(member)?;
+            let client_id = schema::handoff_record_client(member)?;
             let deadline_ms = score.abs() as i64;
             Some(Handoff { client_id: client_id.to_owned(), deadline_ms, lapsed: deadline_ms <= now_ms })
         })
@@ -218,10 +183,10 @@ pub async fn read(client: &LockClient, key: &str) -> Result<LockInfo> {
     let waiters = queue
         .into_iter()
         .map(|entry| {
-            let token = keys::token_of_entry(&entry).to_owned();
+            let token = schema::token_of_entry(&entry).to_owned();
             let until = tickets.iter().find(|(t, _)| *t == token).map(|(_, ms)| *ms as i64);
             let client_lapsed =
-                handoffs.iter().any(|h| h.lapsed && keys::client_id_of(&token) == h.client_id);
+                handoffs.iter().any(|h| h.lapsed && schema::client_id_of(&token) == h.client_id);
             Waiter {
                 ticket_remaining: until
                     .map(|u| Duration::from_millis(u.saturating_sub(now_ms).max(0) as u64)),
@@ -263,12 +228,10 @@ pub async fn read(client: &LockClient, key: &str) -> Result<LockInfo> {
     })
 }
 
-/// Lists held locks whose key matches the glob `pattern` (Redis `SCAN MATCH`, never `KEYS`; on
-/// every master of a cluster),
-/// at most `limit`, sorted by key. Keys whose value is not an owner token written by this
-/// crate, and the lock machinery's own keys, are left out.
-pub async fn list(client: &LockClient, pattern: &str, limit: usize) -> Result<Vec<LockSummary>> {
-    let conn = &client.core().conn;
+/// Lists held locks matching `pattern` (see
+/// [`LockClient::list_locks`](crate::LockClient::list_locks)).
+pub(crate) async fn list(core: &Core, pattern: &str, limit: usize) -> Result<Vec<LockSummary>> {
+    let conn = &core.conn;
     let action = || format!("listing locks matching `{}`", short(pattern));
     let mut found = Vec::new();
     // Every master of a cluster is scanned; the keys' values are then read in one pipeline
@@ -303,29 +266,24 @@ pub async fn list(client: &LockClient, pattern: &str, limit: usize) -> Result<Ve
     Ok(found)
 }
 
-/// Force-releases the lock `key`, whoever holds it, as its holder's release would: handed to
-/// the oldest live waiter if any, else deleted. Returns the token it was taken from (`None`:
-/// the lock was free). The holder is not told: its next renewal fails and its guard reports
-/// the loss; until then it may still believe it holds the lock (fencing protects the data).
-pub async fn force_unlock(client: &LockClient, key: &str) -> Result<Option<String>> {
-    keys::validate(key)?;
-    let core = client.core();
+/// Force-releases the lock `key` (see
+/// [`LockClient::force_unlock`](crate::LockClient::force_unlock)).
+pub(crate) async fn force_unlock(core: &Core, key: &str) -> Result<Option<String>> {
+    schema::validate_key(key)?;
     // A few tries: the holder may release or hand over between the read and the release.
-    for _ in 0..5 {
+    const ATTEMPTS: u32 = 5;
+    for _ in 0..ATTEMPTS {
         let value: Option<String> =
             core.conn.query(&redis::Cmd::get(key), || format!("reading lock `{}`", short(key))).await?;
         let Some(value) = value else { return Ok(None) };
         // The release compares the token itself and hands over to a waiter if the value is marked.
-        let token = keys::unmarked(&value).to_owned();
+        let token = schema::unmarked(&value).to_owned();
         if core.releaser.release_token(key, &token).await? {
             tracing::warn!(key = short(key), holder = %token, "lock force-released by an operator");
             return Ok(Some(token));
         }
     }
-    Err(LockError::Config(format!(
-        "lock `{}` changed hands repeatedly while being force-released; try again",
-        short(key)
-    )))
+    Err(LockError::ChangedHands { key: short(key).to_owned(), attempts: ATTEMPTS })
 }
 
 fn ttl_of(pttl: i64) -> Option<Duration> {

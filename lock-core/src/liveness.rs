@@ -21,13 +21,8 @@ use tokio::time::Instant;
 use crate::conn::Conn;
 use crate::error::Result;
 use crate::options::{drift, millis, next_pass};
-use crate::{lock_unpoisoned, read_unpoisoned, write_unpoisoned};
-
-/// Prefix of liveness keys: `lock-client:<instance>:<client id>`.
-pub(crate) const KEY_PREFIX: &str = "lock-client:";
-
-/// Hex digits of a client id.
-const CLIENT_ID_LEN: usize = 12;
+use crate::schema;
+use crate::sync::{lock_unpoisoned, read_unpoisoned, write_unpoisoned};
 
 /// After a failed renewal, retry this soon (or at the regular interval, if shorter).
 const RETRY_AFTER_ERROR: Duration = Duration::from_millis(250);
@@ -57,13 +52,13 @@ pub(crate) struct Identity {
 impl Identity {
     /// The instance id: the owner prefix without its client id.
     pub(crate) fn instance(&self) -> &str {
-        self.owner.rsplit_once(':').map_or(self.owner.as_str(), |(instance, _)| instance)
+        schema::instance_of(&self.owner)
     }
 
     fn new(instance: &str) -> Self {
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let owner = format!("{instance}:{}", &id[..CLIENT_ID_LEN]);
-        let key = format!("{KEY_PREFIX}{owner}");
+        let owner = schema::new_owner(instance, &id);
+        let key = schema::liveness_key(&owner);
         Identity {
             owner,
             key,
@@ -124,21 +119,6 @@ impl Identity {
             self.died.notify_waiters();
         }
     }
-}
-
-/// The liveness key of the client that owns `token`, if the token has this crate's form
-/// `<instance>:<12 hex>:<uuid>`. Anything else (a kept `...:released` value, a foreign value)
-/// has none and is never taken over.
-pub(crate) fn owner_of(token: &str) -> Option<&str> {
-    let (owner, lock_id) = token.rsplit_once(':')?;
-    let (_, client_id) = owner.rsplit_once(':')?;
-    let is_hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
-    (is_hex(client_id, CLIENT_ID_LEN) && is_hex(lock_id, 36)).then_some(owner)
-}
-
-/// The liveness key of `owner`.
-pub(crate) fn key_of(owner: &str) -> String {
-    format!("{KEY_PREFIX}{owner}")
 }
 
 /// A client's liveness lease and what it knows about other clients'.
@@ -225,7 +205,7 @@ impl Liveness {
     /// Tokens without an owner, and this client's own, are never dead. One round trip unless
     /// the owner was seen alive recently.
     pub(crate) async fn is_dead(&self, holder: &str) -> Result<bool> {
-        let Some(owner) = owner_of(holder) else { return Ok(false) };
+        let Some(owner) = schema::owner_of(holder) else { return Ok(false) };
         if owner == read_unpoisoned(&self.shared.current).owner {
             return Ok(false);
         }
@@ -234,7 +214,7 @@ impl Liveness {
             return Ok(false);
         }
         let mut cmd = redis::cmd("PTTL");
-        cmd.arg(key_of(owner));
+        cmd.arg(schema::liveness_key(owner));
         let pttl: i64 =
             self.shared.conn.query(&cmd, || "checking a lock holder's liveness".to_owned()).await?;
         if pttl == -2 {
@@ -306,7 +286,7 @@ async fn renew_once(shared: &Shared, identity: &Identity) -> bool {
             true
         }
         Err(e) => {
-            tracing::warn!(instance = %shared.instance, error = %e, "liveness renewal failed; retrying");
+            tracing::warn!(instance = %shared.instance, error = %crate::ErrorChain(&e), "liveness renewal failed; retrying");
             false
         }
     }
@@ -325,7 +305,7 @@ mod tests {
                 let id = identity.lock_id();
                 assert_eq!(id.get_version_num(), 4);
                 let token = format!("{}:{}", identity.owner, id.hyphenated());
-                assert_eq!(owner_of(&token), Some(identity.owner.as_str()));
+                assert_eq!(schema::owner_of(&token), Some(identity.owner.as_str()));
                 assert!(seen.insert(id), "duplicate lock id {id}");
             }
         }
@@ -334,14 +314,14 @@ mod tests {
     #[test]
     fn owner_is_found_only_in_this_crates_tokens() {
         let token = "pod-1:0123456789ab:3f2a9c1b-7d4e-4a1b-9c2d-0123456789ab";
-        assert_eq!(owner_of(token), Some("pod-1:0123456789ab"));
+        assert_eq!(schema::owner_of(token), Some("pod-1:0123456789ab"));
         assert_eq!(
-            owner_of("a:b:c:0123456789ab:3f2a9c1b-7d4e-4a1b-9c2d-0123456789ab"),
+            schema::owner_of("a:b:c:0123456789ab:3f2a9c1b-7d4e-4a1b-9c2d-0123456789ab"),
             Some("a:b:c:0123456789ab")
         );
-        assert_eq!(owner_of(&format!("{token}:released")), None);
-        assert_eq!(owner_of("pod-1:3f2a9c1b-7d4e-4a1b-9c2d-0123456789ab"), None);
-        assert_eq!(owner_of("anything"), None);
-        assert_eq!(key_of("pod-1:0123456789ab"), "lock-client:pod-1:0123456789ab");
+        assert_eq!(schema::owner_of(&format!("{token}:released")), None);
+        assert_eq!(schema::owner_of("pod-1:3f2a9c1b-7d4e-4a1b-9c2d-0123456789ab"), None);
+        assert_eq!(schema::owner_of("anything"), None);
+        assert_eq!(schema::liveness_key("pod-1:0123456789ab"), "lock-client:pod-1:0123456789ab");
     }
 }

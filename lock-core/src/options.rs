@@ -51,7 +51,7 @@ pub enum OnLost {
 pub struct LockOptions {
     /// Fixed lease or watchdog.
     pub lease: Lease,
-    /// How long [`LockClient::lock`](crate::LockClient::lock) waits for a held lock; `None`
+    /// How long [`LockClient::acquire`](crate::LockClient::acquire) waits for a held lock; `None`
     /// fails fast with [`LockError::Held`].
     pub wait: Option<Duration>,
     /// Minimum time the lock stays taken after acquisition, even if released earlier

@@ -14,10 +14,11 @@ use tracing::Instrument;
 
 use crate::conn::{Conn, Sent};
 use crate::error::Result;
-use crate::keys;
 use crate::options::millis;
 use crate::replica_ack::ReplicaAck;
-use crate::scripts::{ABANDON, Eval, RELEASE};
+use crate::reply;
+use crate::schema;
+use crate::schema::scripts::{ABANDON, Eval, RELEASE};
 use crate::state::LockState;
 use crate::telemetry::{self, Unclaimed};
 use crate::watchdog::Watchdog;
@@ -91,8 +92,8 @@ impl Releaser {
         let sent_at = Instant::now();
         let held_for = sent_at.saturating_duration_since(state.acquired_at);
         let keep = state.at_least.map(|min| min.saturating_sub(held_for)).filter(|d| !d.is_zero());
-        let invocation =
-            self.release_invocation(&state.key, &state.token, keep.map_or(Ok(0), |d| millis(d, "at_least"))?);
+        let keep_ms = keep.map_or(Ok(0), |d| millis(d, "at_least"))?;
+        let invocation = self.release_invocation(&state.key, &state.token, keep_ms, true);
         // Not sent again after a lost reply: a late first RELEASE would make the second report
         // that the lock was no longer ours. The clean-up makes sure it is gone.
         let sent = Sent::default();
@@ -121,7 +122,7 @@ impl Releaser {
                     "fewer replicas than wanted acknowledged the release"
                 ),
                 Err(e) => {
-                    tracing::warn!(error = %e, "could not wait for replicas to acknowledge the release")
+                    tracing::warn!(error = %crate::ErrorChain(&e), "could not wait for replicas to acknowledge the release")
                 }
             }
         }
@@ -140,7 +141,7 @@ impl Releaser {
         let task_state = state.clone();
         let spawned = self.spawn(move |releaser| async move {
             if let Err(e) = releaser.release(&task_state).await {
-                tracing::warn!(key = %task_state.key, error = %e, "background release failed; the lock expires at the end of its lease");
+                tracing::warn!(key = %task_state.key, error = %crate::ErrorChain(&e), "background release failed; the lock expires at the end of its lease");
             }
         });
         if !spawned {
@@ -150,15 +151,16 @@ impl Releaser {
     }
 
     /// The release script for `token` on `key`: hand-off to the oldest live waiter, or delete;
-    /// with `keep_ms`, keep the key taken that long instead.
-    fn release_invocation(&self, key: &str, token: &str, keep_ms: u64) -> Eval {
-        let mut invocation = Eval::new(&RELEASE, &[key]);
-        invocation.arg(token);
-        // One argument in the common case: each one more measurably slows EVALSHA.
-        let publish = self.conn.publish_command();
-        if keep_ms > 0 || publish != "PUBLISH" {
-            invocation.arg(keep_ms).arg(publish);
-        }
+    /// with `keep_ms`, keep the key taken that long instead. `for_holder`: the holder's own
+    /// release (its client is alive), not a take-over or a force-release.
+    fn release_invocation(&self, key: &str, token: &str, keep_ms: u64, for_holder: bool) -> Eval {
+        let mut invocation = Eval::new(&RELEASE, &[key, &schema::queue_key(key), &schema::tickets_key(key)]);
+        invocation
+            .arg(token)
+            .arg(keep_ms)
+            .arg(self.conn.publish_command())
+            .arg(schema::release_channel_prefix(key))
+            .arg(if for_holder { "0" } else { "1" });
         invocation
     }
 
@@ -166,10 +168,7 @@ impl Releaser {
     /// someone else than its holder: the takeover of a dead holder's lock, or an operator's
     /// force-release. Returns whether it held that token.
     pub(crate) async fn release_token(&self, key: &str, token: &str) -> Result<bool> {
-        let mut invocation = Eval::new(&RELEASE, &[key]);
-        // Not the holder's own release: its client is not known to be alive, so its other
-        // waiters get no exemption from the hand-off records.
-        invocation.arg(token).arg(0).arg(self.conn.publish_command()).arg("1");
+        let invocation = self.release_invocation(key, token, 0, false);
         let reply: Value = self.conn.invoke(&invocation, || format!("taking over lock `{key}`")).await?;
         Ok(released(key, &reply))
     }
@@ -179,15 +178,20 @@ impl Releaser {
     /// key held it, and the connection generation it ran on.
     async fn give_up(&self, key: &str, token: &str) -> (Result<bool>, Option<u64>) {
         // Entered by this client, so with this client's hand-off time.
-        let entry = keys::queue_entry(token, millis(self.handoff, "hand-off").unwrap_or(0));
-        let mut invocation = Eval::new(&ABANDON, &[key]);
-        invocation.arg(token).arg(entry).arg(self.conn.publish_command());
+        let entry = schema::queue_entry(token, millis(self.handoff, "hand-off").unwrap_or(0));
+        let mut invocation = Eval::new(&ABANDON, &[key, &schema::queue_key(key), &schema::tickets_key(key)]);
+        invocation
+            .arg(token)
+            .arg(entry)
+            .arg(self.conn.publish_command())
+            .arg(schema::release_channel_prefix(key));
         let sent = Sent::default();
-        let reply: Result<(i64, u64)> =
+        let reply: Result<Value> =
             self.conn.invoke_once(&invocation, || format!("giving up a token of lock `{key}`"), &sent).await;
-        let held = reply.map(|(held, lapsed)| {
+        let held = reply.map(|reply| {
+            let (held, lapsed) = reply::abandon(&reply);
             telemetry::handoffs_unclaimed(key, Unclaimed::Lapsed, lapsed);
-            held == 1
+            held
         });
         (held, sent.generation())
     }
@@ -288,17 +292,10 @@ impl Drop for InFlight {
     }
 }
 
-/// Whether a RELEASE reply says the key held the token (`1`, or `{1, lapsed}` when hand-offs were
-/// noticed to have lapsed on the way; those are counted here).
+/// Whether a release reply says the key held the token; lapsed hand-offs it noticed on the way
+/// are counted.
 fn released(key: &str, reply: &Value) -> bool {
-    match reply {
-        Value::Int(owned) => *owned == 1,
-        Value::Array(items) => {
-            if let Some(Value::Int(lapsed)) = items.get(1) {
-                telemetry::handoffs_unclaimed(key, Unclaimed::Lapsed, u64::try_from(*lapsed).unwrap_or(0));
-            }
-            matches!(items.first(), Some(Value::Int(1)))
-        }
-        _ => false,
-    }
+    let (owned, lapsed) = reply::release(reply);
+    telemetry::handoffs_unclaimed(key, Unclaimed::Lapsed, lapsed);
+    owned
 }

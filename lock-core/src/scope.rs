@@ -5,9 +5,9 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::error::LossReason;
-use crate::lock_unpoisoned;
+use crate::error::{LockError, LossReason};
 use crate::state::LockState;
+use crate::sync::lock_unpoisoned;
 
 tokio::task_local! {
     static HELD: Arc<Vec<Held>>;
@@ -15,7 +15,7 @@ tokio::task_local! {
 }
 
 /// How the run of a tick went, as its first locked section saw it; see [`crate::tick`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum TickOutcome {
     /// The tick was claimed here and the locked body ran (whatever it returned).
@@ -27,8 +27,8 @@ pub enum TickOutcome {
         /// The last claimed tick (epoch milliseconds of its scheduled fire time).
         last_tick: i64,
     },
-    /// Taking the lock failed (Redis error, invalid key or options); the message says why.
-    LockFailed(String),
+    /// Taking the lock failed (Redis error, invalid key or options).
+    LockFailed(LockError),
     /// The tick was claimed, but the lock was lost while the body ran and the body was
     /// cancelled.
     Lost(LossReason),

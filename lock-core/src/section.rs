@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use crate::acquire::{Attempt, Core};
+use crate::core::{Attempt, Core};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::options::{LockOptions, OnLost};
@@ -53,11 +53,12 @@ pub(crate) async fn run<F: Future>(
             return Section { result, claimed_tick };
         }
         Err(e) => {
-            report(if e.is_contention() {
-                TickOutcome::Held
-            } else {
-                TickOutcome::LockFailed(e.to_string())
-            });
+            if e.is_contention() {
+                report(TickOutcome::Held);
+                return Section { result: Err(e), claimed_tick };
+            }
+            // The run's outcome and the caller's result both carry the error.
+            report(TickOutcome::LockFailed(e.clone()));
             return Section { result: Err(e), claimed_tick };
         }
     };
@@ -107,7 +108,7 @@ async fn hold_in_span<F: Future>(
             tracing::warn!("lock was no longer held when the locked section ended")
         }
         Err(e) => {
-            tracing::warn!(error = %e, "releasing the lock failed; it will expire at the end of its lease")
+            tracing::warn!(error = %crate::ErrorChain(&e), "releasing the lock failed; it will expire at the end of its lease")
         }
     }
     Ok(output)

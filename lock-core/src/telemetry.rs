@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use metrics::{Counter, Histogram, SharedString};
 
-use crate::{read_unpoisoned, write_unpoisoned};
+use crate::sync::{read_unpoisoned, write_unpoisoned};
 
 /// How lock keys become the `key` label of lock-core's metrics.
 #[derive(Debug, Clone, Copy, Default)]

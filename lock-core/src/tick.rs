@@ -39,14 +39,15 @@ use crate::section;
 
 pub use crate::scope::TickOutcome;
 
-/// How long a claimed tick is remembered in `{<key>}:tick` after its last claim: 7 days.
+/// How long a claimed tick is remembered after its last claim: 7 days ([`schema::tick_key`](crate::schema::tick_key)
+/// expires then; the acquire script gets it as an argument).
 ///
 /// Every claim resets it, so the key of a job that keeps running never expires, and the key of
 /// a job that stopped (removed, renamed) goes away on its own. The once-per-tick guarantee
 /// holds as long as nobody claims a slot older than this: the `scheduler` crate never runs a
 /// slot more than `TICK_TTL` late (its catch-up windows are capped to it), and callers of
 /// [`LockClient::run_tick`] should do the same.
-pub const TICK_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+pub use crate::schema::TICK_TTL;
 
 /// Runs `fut` as the run of `tick` (epoch milliseconds of the slot's scheduled fire time).
 ///
@@ -103,17 +104,5 @@ impl LockClient {
             Err(LockError::Timeout { .. }) => Ok(TickRun::Held { remaining: None }),
             Err(e) => Err(e),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::TICK_TTL;
-
-    /// The acquisition script spells the TTL out in milliseconds: keep the two equal.
-    #[test]
-    fn the_script_expires_ticks_after_tick_ttl() {
-        let script = include_str!("scripts.rs");
-        assert!(script.contains(&format!("'PX', {})", TICK_TTL.as_millis())));
     }
 }

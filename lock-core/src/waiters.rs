@@ -27,8 +27,8 @@ use tokio::task::JoinHandle;
 use crate::conn::Conn as LockConn;
 use crate::deploy::PubSubSource;
 use crate::error::{LockError, Result};
-use crate::keys;
-use crate::lock_unpoisoned;
+use crate::schema;
+use crate::sync::lock_unpoisoned;
 
 /// How long a channel stays subscribed after its last waiter left: a client that waits on
 /// the same key again soon (a contended loop) does not pay a SUBSCRIBE round trip each time.
@@ -180,7 +180,7 @@ impl Waiters {
 
     /// Registers a waiter for `key` that waits with `token`.
     pub(crate) fn register(&self, key: &str, token: &str) -> Ticket {
-        let name = keys::release_channel(key, token);
+        let name = schema::release_channel(key, schema::client_id_of(token));
         let mut state = lock_unpoisoned(&self.shared.state);
         state.next_slot += 1;
         let slot = Arc::new(Slot {
@@ -504,7 +504,7 @@ impl Shared {
                 .await
                 .unwrap_or_else(|_| Err(timed_out()))
         {
-            tracing::debug!(error = %e, channel, "unsubscribe failed; resetting the pub/sub connection");
+            tracing::debug!(error = %crate::ErrorChain(&e), channel, "unsubscribe failed; resetting the pub/sub connection");
             self.reset(&mut conn);
         }
         None

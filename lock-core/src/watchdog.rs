@@ -15,10 +15,10 @@ use tokio::time::Instant;
 use crate::conn::Conn;
 use crate::deploy::slots::Node;
 use crate::error::LossReason;
-use crate::lock_unpoisoned;
 use crate::options::{millis, next_pass};
-use crate::scripts::{EXTEND, Eval};
+use crate::schema::scripts::{EXTEND, Eval};
 use crate::state::LockState;
+use crate::sync::lock_unpoisoned;
 
 /// Renewals sent in one pipeline: large enough that 10,000 locks take a handful of round
 /// trips, small enough that one batch stays well inside the command timeout.
@@ -229,13 +229,13 @@ async fn renew_batch(client: &Shared, batch: &[Arc<LockState>], node: Option<Nod
         // service's endpoints): each lock is renewed on its own, routed by its key, so a stale
         // map never costs a lease.
         Err(e) if node.is_some() => {
-            tracing::debug!(error = %e, locks = batch.len(), "pipelined renewal on a cluster node failed; renewing one by one");
+            tracing::debug!(error = %crate::ErrorChain(&e), locks = batch.len(), "pipelined renewal on a cluster node failed; renewing one by one");
             let each = batch.iter().map(|state| renew_one(client, state));
             return futures_util::future::join_all(each).await.into_iter().all(|ok| ok);
         }
         Err(e) => {
             crate::telemetry::renewal_failure();
-            tracing::warn!(error = %e, locks = batch.len(), instance = %client.instance, "lock renewal failed; retrying");
+            tracing::warn!(error = %crate::ErrorChain(&e), locks = batch.len(), instance = %client.instance, "lock renewal failed; retrying");
             expire_overdue(client, &batch);
             return false;
         }
@@ -260,7 +260,7 @@ async fn renew_batch(client: &Shared, batch: &[Arc<LockState>], node: Option<Nod
             // HELD, so it is not reported.
             reply => {
                 if let Err(e) = reply {
-                    tracing::debug!(key = %state.key, error = %e, "renewal refused by the server");
+                    tracing::debug!(key = %state.key, error = %crate::ErrorChain(&e), "renewal refused by the server");
                 }
                 client.unregister(state.id);
                 state.mark_lost(LossReason::NotOwner);
@@ -289,7 +289,7 @@ async fn renew_one(client: &Shared, state: &Arc<LockState>) -> bool {
             true
         }
         Err(e) => {
-            tracing::debug!(key = %state.key, error = %e, "redirected renewal failed; retrying");
+            tracing::debug!(key = %state.key, error = %crate::ErrorChain(&e), "redirected renewal failed; retrying");
             expire_overdue(client, &[state]);
             false
         }

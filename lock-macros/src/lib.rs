@@ -72,7 +72,7 @@ use proc_macro::TokenStream;
 /// The signature is kept; only the body is replaced by one call into `lock_core::__private`
 /// that acquires, runs the original body as a future, and releases — on return, on `?`
 /// errors, on panic and when the caller's future is dropped. Inside the body, calling another
-/// annotated fn (or `LockClient::lock`) with the same key on the same client is re-entrant: it
+/// annotated fn (or `LockClient::acquire`) with the same key on the same client is re-entrant: it
 /// neither deadlocks nor touches Redis. Works on free fns, inherent and trait-impl methods
 /// (`&self`, `&mut self`, `self: Arc<Self>`), generic fns and `impl Trait` arguments. The
 /// expansion reaches lock-core only through the `crate` path and `std`/`core` only through

@@ -227,7 +227,7 @@ fn holder_json(holder: &inspect::Holder) -> Value {
 }
 
 async fn show(client: &LockClient, key: &str) -> Result<Output, CtlError> {
-    let info = inspect::read(client, key).await?;
+    let info = client.inspect(key).await?;
     let json = json!({
         "key": info.key,
         "held": info.is_held(),
@@ -299,7 +299,7 @@ async fn list(client: &LockClient, pattern: &str, limit: usize) -> Result<Output
     if pattern.is_empty() || pattern.chars().any(char::is_control) {
         return Err(CtlError::Usage("the pattern is empty or contains control characters".into()));
     }
-    let locks = inspect::list(client, pattern, limit).await?;
+    let locks = client.list_locks(pattern, limit).await?;
     let json = Value::Array(
         locks
             .iter()
@@ -322,7 +322,7 @@ async fn list(client: &LockClient, pattern: &str, limit: usize) -> Result<Output
 }
 
 async fn unlock(client: &LockClient, key: &str, yes: bool, json_out: bool) -> Result<Output, CtlError> {
-    let info = inspect::read(client, key).await?;
+    let info = client.inspect(key).await?;
     let Some(holder) = info.holder else {
         return Ok(Output {
             json: json!({ "key": key, "released": false, "holder": null }),
@@ -350,7 +350,7 @@ async fn unlock(client: &LockClient, key: &str, yes: bool, json_out: bool) -> Re
             });
         }
     }
-    let taken = inspect::force_unlock(client, key).await?;
+    let taken = client.force_unlock(key).await?;
     Ok(match taken {
         Some(token) => {
             let instance = inspect::parse_token(&token).and_then(|h| h.instance);

@@ -229,9 +229,9 @@ async fn lockctl_operates_a_running_replica() {
     // show / list / unlock on a lock held by a live client, with a waiter queued behind it.
     let holder = LockClient::builder().url(&url).instance_id("pod-7").build().expect("client");
     let waiter = LockClient::builder().url(&url).instance_id("pod-8").build().expect("client");
-    let guard = holder.lock(KEY, LockOptions::new().fencing(true)).await.expect("take the lock");
+    let guard = holder.acquire(KEY, LockOptions::new().fencing(true)).await.expect("take the lock");
     let waiting = tokio::spawn(async move {
-        let guard = waiter.lock(KEY, LockOptions::new().wait(Duration::from_secs(120))).await;
+        let guard = waiter.acquire(KEY, LockOptions::new().wait(Duration::from_secs(120))).await;
         guard.map(|g| (g.token().to_owned(), g))
     });
     let shown = eventually("the waiter queued", async || {

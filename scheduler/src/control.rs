@@ -375,10 +375,9 @@ pub(crate) async fn last_ticks(client: &LockClient, keys: &[&str]) -> Result<Vec
     }
     let mut pipe = redis::pipe();
     for key in keys {
-        let tick_key = lock_core::inspect::keys_of(key)
-            .map_err(|_| ControlError::InvalidJob("the job's lock key is invalid"))?
-            .tick;
-        pipe.cmd("GET").arg(tick_key);
+        lock_core::validate_key(key)
+            .map_err(|_| ControlError::InvalidJob("the job's lock key is invalid"))?;
+        pipe.cmd("GET").arg(lock_core::schema::tick_key(key));
     }
     query(client, "reading the jobs' last claimed ticks", &pipe).await
 }

@@ -207,9 +207,11 @@ fn classify(job: &JobEntry, caught: Caught, lock_outcome: Option<TickOutcome>) -
         (Ok(_), Some(TickOutcome::Held)) => RunOutcome::SkippedHeld,
         (Ok(_), Some(TickOutcome::Claimed { .. })) => RunOutcome::SkippedTickDone,
         (Ok(_), Some(TickOutcome::LockFailed(e))) => {
-            RunOutcome::Failed(format!("could not take the lock: {e}"))
+            RunOutcome::Failed(format!("could not take the lock: {}", lock_core::ErrorChain(&e)))
         }
-        (Ok(Err(Failure::Lock(e))), _) => RunOutcome::Failed(format!("lock error: {e}")),
+        (Ok(Err(Failure::Lock(e))), _) => {
+            RunOutcome::Failed(format!("lock error: {}", lock_core::ErrorChain(&e)))
+        }
         (Ok(_), Some(TickOutcome::Lost(_))) => {
             RunOutcome::Failed("the lock was lost while the job ran; it was cancelled".into())
         }

@@ -141,7 +141,7 @@ async fn sentinel_client_follows_a_failover_without_being_rebuilt() {
     let waiter = {
         let other = other.clone();
         tokio::spawn(async move {
-            other.lock("lock:sentinel:held", LockOptions::new().wait(Duration::from_secs(30))).await
+            other.acquire("lock:sentinel:held", LockOptions::new().wait(Duration::from_secs(30))).await
         })
     };
     assert!(wait_until(Duration::from_secs(5), || other.stats().waiters_on("lock:sentinel:held") == 1).await);
@@ -240,7 +240,7 @@ async fn cluster_client_locks_waits_and_renews_across_nodes() {
     let waiter = {
         let (b, key) = (b.clone(), key.clone());
         tokio::spawn(async move {
-            let guard = b.lock(&key, LockOptions::new().wait(Duration::from_secs(12))).await;
+            let guard = b.acquire(&key, LockOptions::new().wait(Duration::from_secs(12))).await;
             (guard, Instant::now())
         })
     };
@@ -310,7 +310,14 @@ async fn tls_client_trusts_the_generated_ca_as_the_lock_user() {
         .build()
         .expect("client");
     let err = untrusted.try_lock("lock:tls", LockOptions::new()).await.expect_err("untrusted certificate");
-    assert!(matches!(err, LockError::Redis { .. }), "{err:?}");
+    assert!(matches!(err, LockError::Tls { .. }), "{err:?}");
+    assert!(!err.is_transient(), "an untrusted certificate does not go away by itself");
+    // So a waiting call fails at once too, instead of retrying until its bound.
+    let started = std::time::Instant::now();
+    let wait = LockOptions::new().wait(Duration::from_secs(10));
+    let err = untrusted.acquire("lock:tls", wait).await.expect_err("untrusted certificate");
+    assert!(matches!(err, LockError::Tls { .. }), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "failed fast: {:?}", started.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -417,12 +424,12 @@ async fn order_service_and_operations_run_on_a_cluster() {
     for key in &keys {
         guards.push(ops.try_lock(key, LockOptions::new()).await.expect("locked"));
     }
-    let listed = lock_core::inspect::list(&ops, "lock:ops:*", 100).await.expect("list");
+    let listed = ops.list_locks("lock:ops:*", 100).await.expect("list");
     let listed: Vec<&str> = listed.iter().map(|l| l.key.as_str()).collect();
     let mut expected: Vec<&str> = keys.iter().map(String::as_str).collect();
     expected.sort_unstable();
     assert_eq!(listed, expected, "locks on every master are listed");
-    let info = lock_core::inspect::read(&ops, &keys[0]).await.expect("read");
+    let info = ops.inspect(&keys[0]).await.expect("read");
     assert_eq!(info.holder.and_then(|h| h.alive), Some(true));
     scheduler::pause(&ops, "cluster-job").await.expect("pause");
     assert_eq!(scheduler::jobs(&ops).await.expect("jobs"), ["cluster-job"]);

@@ -164,10 +164,10 @@ async fn lock_user_is_enough(url_for: impl Fn(&AclUser) -> String, nodes: &[Stri
 
     // Fenced lock, a waiter of another client, hand-off, a tagged key, renewal.
     let key = "lock:acl:{order}:1";
-    let held = a.lock(key, LockOptions::new().fencing(true)).await.expect("lock");
+    let held = a.acquire(key, LockOptions::new().fencing(true)).await.expect("lock");
     let waiter = tokio::spawn({
         let b = b.clone();
-        async move { b.lock(key, LockOptions::new().wait(Duration::from_secs(10))).await }
+        async move { b.acquire(key, LockOptions::new().wait(Duration::from_secs(10))).await }
     });
     assert!(tests::harness::wait_until(Duration::from_secs(5), || b.stats().waiters_on(key) == 1).await);
     tokio::time::sleep(Duration::from_millis(700)).await; // one watchdog renewal (the scenario)

@@ -136,7 +136,8 @@ async fn failover_mid_hold<D: Failover>(mut deployment: D, name: &str, ack: bool
     let holder = client(&url, "holder", ack);
     let others = client(&url, "waiter", false);
 
-    let guard = holder.lock(&key, LockOptions::new().fencing(true)).await.expect("the holder takes the lock");
+    let guard =
+        holder.acquire(&key, LockOptions::new().fencing(true)).await.expect("the holder takes the lock");
     let token = guard.token().to_owned();
     let holder_fence = guard.fence().expect("a fenced guard");
     let master = deployment.master_for(&key);
@@ -155,7 +156,7 @@ async fn failover_mid_hold<D: Failover>(mut deployment: D, name: &str, ack: bool
         .map(|_| {
             let (others, key) = (others.clone(), key.clone());
             tokio::spawn(async move {
-                let got = others.lock(&key, LockOptions::new().fencing(true).wait(WAIT)).await;
+                let got = others.acquire(&key, LockOptions::new().fencing(true).wait(WAIT)).await;
                 let at = Instant::now();
                 let got = match got {
                     // Held briefly, then released: the other waiter's turn.
@@ -261,7 +262,7 @@ async fn failover_mid_hold<D: Failover>(mut deployment: D, name: &str, ack: bool
     let again_key = format!("{{{key}}}:again");
     let mut acquire_without_replica = None;
     if ack && deployment.master_for(&again_key) == promoted {
-        match holder.lock(&again_key, LockOptions::new()).await {
+        match holder.acquire(&again_key, LockOptions::new()).await {
             Err(e @ LockError::ReplicaAck { .. }) => {
                 assert!(e.is_transient());
                 assert_eq!(
@@ -283,7 +284,7 @@ async fn failover_mid_hold<D: Failover>(mut deployment: D, name: &str, ack: bool
     // A shortfall is transient (README): right after the replica is back, retry until it counts.
     let deadline = Instant::now() + Duration::from_secs(10);
     let again = loop {
-        match holder.lock(&again_key, LockOptions::new()).await {
+        match holder.acquire(&again_key, LockOptions::new()).await {
             Ok(guard) => break guard,
             Err(e @ LockError::ReplicaAck { .. }) if Instant::now() < deadline => {
                 eprintln!("{name}: {e}; retrying");
@@ -295,7 +296,7 @@ async fn failover_mid_hold<D: Failover>(mut deployment: D, name: &str, ack: bool
     assert_eq!(query(&deployment.master_for(&again_key), &["GET", &again_key]).expect("GET"), again.token());
     assert!(again.release().await.expect("release"));
     let other = others
-        .lock(&again_key, LockOptions::new().wait(Duration::from_secs(5)))
+        .acquire(&again_key, LockOptions::new().wait(Duration::from_secs(5)))
         .await
         .expect("the waiters' client works too");
     assert!(other.release().await.expect("release"));

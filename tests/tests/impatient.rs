@@ -1,5 +1,5 @@
 //! Callers that give up waiting must not slow the others down (issue 20): request handlers put
-//! a deadline around a waiting `lock`, most of them give up while queued, and the lock must
+//! a deadline around a waiting `acquire`, most of them give up while queued, and the lock must
 //! stay as usable as without them. Real processes (`impatient_waiters`, `queued_waiters`)
 //! against a private Redis.
 
@@ -163,7 +163,7 @@ async fn a_killed_process_with_queued_waiters_costs_one_hand_off_time() {
         .build()
         .unwrap();
     let waiter = tokio::spawn(async move {
-        let guard = live.lock(key, LockOptions::new().wait(Duration::from_secs(30))).await.unwrap();
+        let guard = live.acquire(key, LockOptions::new().wait(Duration::from_secs(30))).await.unwrap();
         (Instant::now(), guard)
     });
     assert!(wait_until(Duration::from_secs(5), || server.cli(&["LLEN", &queue]) == "11").await);

@@ -301,7 +301,7 @@ async fn a_waiter_acquires_on_the_release_message() {
         let waiter = waiter.clone();
         async move {
             let guard =
-                waiter.lock(&k("lock:handoff"), LockOptions::new().wait(Duration::from_secs(20))).await;
+                waiter.acquire(&k("lock:handoff"), LockOptions::new().wait(Duration::from_secs(20))).await;
             (guard, Instant::now())
         }
     });
@@ -343,7 +343,7 @@ async fn a_waiter_coming_and_going_keeps_one_subscription_and_drops_it_after_the
         let guard = holder.try_lock(&key, LockOptions::new()).await.unwrap();
         let waiting = tokio::spawn({
             let (waiter, key) = (waiter.clone(), key.clone());
-            async move { waiter.lock(&key, LockOptions::new().wait(Duration::from_secs(5))).await }
+            async move { waiter.acquire(&key, LockOptions::new().wait(Duration::from_secs(5))).await }
         });
         // Queued behind the holder (the holder's value is marked), so this is a real wait.
         assert!(
@@ -379,7 +379,7 @@ async fn a_wait_on_a_lock_never_released_times_out_at_its_bound() {
     let _guard = a.try_lock(&k("lock:forever"), LockOptions::new()).await.unwrap();
     let started = Instant::now();
     let err =
-        b.lock(&k("lock:forever"), LockOptions::new().wait(Duration::from_millis(700))).await.unwrap_err();
+        b.acquire(&k("lock:forever"), LockOptions::new().wait(Duration::from_millis(700))).await.unwrap_err();
     let waited = started.elapsed();
     assert!(matches!(&err, LockError::Timeout { key, .. } if *key == k("lock:forever")), "{err}");
     assert!(err.to_string().contains("timed out after 700ms"), "{err}");
@@ -402,7 +402,7 @@ async fn waiters_of_one_client_take_turns_in_arrival_order() {
         let (task_client, order) = (a.clone(), order.clone());
         tasks.push(tokio::spawn(async move {
             let guard = task_client
-                .lock(&k("lock:fifo"), LockOptions::new().wait(Duration::from_secs(10)))
+                .acquire(&k("lock:fifo"), LockOptions::new().wait(Duration::from_secs(10)))
                 .await
                 .unwrap();
             order.lock().unwrap().push(i);
@@ -434,7 +434,7 @@ async fn nested_acquisition_in_a_scope_is_reentrant_and_local() {
             let calls_before = evalsha_calls(&server);
             // The same key again, directly and through a nested scoped section.
             let nested = outer_client
-                .lock(&k("lock:reentrant"), LockOptions::new().wait(Duration::from_secs(1)))
+                .acquire(&k("lock:reentrant"), LockOptions::new().wait(Duration::from_secs(1)))
                 .await
                 .unwrap();
             assert!(nested.is_nested());
@@ -530,7 +530,7 @@ async fn bad_input_gets_a_clear_typed_error() {
     assert!(matches!(err, LockError::Redis { .. }), "{err:?}");
     assert!(err.to_string().contains(&format!("acquiring lock `{}`", k("lock:x"))), "{err}");
     assert!(started.elapsed() < Duration::from_secs(2), "fails promptly: {:?}", started.elapsed());
-    let err = a.lock(&k("lock:x"), LockOptions::new().wait(Duration::from_millis(300))).await.unwrap_err();
+    let err = a.acquire(&k("lock:x"), LockOptions::new().wait(Duration::from_millis(300))).await.unwrap_err();
     assert!(matches!(err, LockError::Redis { .. }), "{err:?}");
     server.restart();
     let guard = a
@@ -550,7 +550,7 @@ async fn waiting_survives_a_redis_restart() {
     let guard =
         a.try_lock(&k("lock:restart"), LockOptions::new().lease(Duration::from_secs(30))).await.unwrap();
     let waiting = tokio::spawn(async move {
-        b.lock(&k("lock:restart"), LockOptions::new().wait(Duration::from_secs(10))).await
+        b.acquire(&k("lock:restart"), LockOptions::new().wait(Duration::from_secs(10))).await
     });
     assert!(
         wait_until(Duration::from_secs(2), || release_subscribers(&server, &k("lock:restart")) == 1).await
@@ -588,7 +588,7 @@ async fn mutual_exclusion_and_fairness_hold_under_load() {
                 let mut conn = redis.get_multiplexed_async_connection().await.unwrap();
                 while Instant::now() < until {
                     let guard = match client
-                        .lock(&k("lock:hammer"), LockOptions::new().wait(Duration::from_secs(5)))
+                        .acquire(&k("lock:hammer"), LockOptions::new().wait(Duration::from_secs(5)))
                         .await
                     {
                         Ok(g) => g,
@@ -710,15 +710,15 @@ async fn scripts_the_server_forgot_are_loaded_again() {
     let (a, b) = (client(&server, "pod-1"), client(&server, "pod-2"));
     let key = k("lock:noscript");
     let fenced = LockOptions::new().fencing(true);
-    a.lock(&key, fenced.clone()).await.unwrap().release().await.unwrap();
+    a.acquire(&key, fenced.clone()).await.unwrap().release().await.unwrap();
     // As after a restart or a failover to a node that never ran them: every script is gone
     // before each step, which must still do what it says.
     server.cli(&["SCRIPT", "FLUSH"]);
-    let guard = a.lock(&key, fenced.clone()).await.expect("the acquire script, loaded again");
+    let guard = a.acquire(&key, fenced.clone()).await.expect("the acquire script, loaded again");
     assert!(guard.fence().is_some());
     let waiting = tokio::spawn({
         let key = key.clone();
-        async move { b.lock(&key, LockOptions::new().wait(Duration::from_secs(5))).await }
+        async move { b.acquire(&key, LockOptions::new().wait(Duration::from_secs(5))).await }
     });
     assert!(wait_until(Duration::from_secs(2), || release_subscribers(&server, &key) == 1).await);
     server.cli(&["SCRIPT", "FLUSH"]);
@@ -736,8 +736,8 @@ async fn an_unbounded_wait_is_accepted() {
     let server = RedisServer::shared();
     let (a, b) = (client(&server, "pod-1"), client(&server, "pod-2"));
     let forever = LockOptions::new().wait(Duration::MAX);
-    let guard = a.lock(&k("lock:forever-wait"), forever.clone()).await.expect("free: acquired at once");
-    let waiting = tokio::spawn(async move { b.lock(&k("lock:forever-wait"), forever).await });
+    let guard = a.acquire(&k("lock:forever-wait"), forever.clone()).await.expect("free: acquired at once");
+    let waiting = tokio::spawn(async move { b.acquire(&k("lock:forever-wait"), forever).await });
     assert!(
         wait_until(Duration::from_secs(2), || release_subscribers(&server, &k("lock:forever-wait")) == 1)
             .await
@@ -772,7 +772,7 @@ async fn a_release_hands_the_lock_to_the_oldest_waiter_and_a_dead_waiter_costs_o
     let server = RedisServer::start();
     let key = k("lock:queue");
     let (a, b) = (client(&server, "pod-1"), client(&server, "pod-2"));
-    let held = a.lock(&key, LockOptions::new()).await.unwrap();
+    let held = a.acquire(&key, LockOptions::new()).await.unwrap();
     // A waiter of another replica that died while queued, ahead of b: its ticket is live.
     let now_ms: u64 = server.cli(&["TIME"]).lines().next().unwrap().parse::<u64>().unwrap() * 1000;
     let (queue, until) = (format!("{{{key}}}:waiters"), format!("{{{key}}}:waiters:until"));
@@ -782,7 +782,7 @@ async fn a_release_hands_the_lock_to_the_oldest_waiter_and_a_dead_waiter_costs_o
     let waiter = tokio::spawn({
         let (b, key) = (b.clone(), key.clone());
         async move {
-            let guard = b.lock(&key, LockOptions::new().wait(Duration::from_secs(10))).await.unwrap();
+            let guard = b.acquire(&key, LockOptions::new().wait(Duration::from_secs(10))).await.unwrap();
             (guard, Instant::now())
         }
     });

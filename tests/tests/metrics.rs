@@ -70,14 +70,14 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
     // Per-resource keys share one label: lock:product:* (the default key pattern).
     let key = "lock:product:42";
     let label = "key=lock:product:*";
-    let guard = a.lock(key, LockOptions::new()).await.expect("acquired");
+    let guard = a.acquire(key, LockOptions::new()).await.expect("acquired");
     assert!(matches!(b.try_lock(key, LockOptions::new()).await, Err(LockError::Held { .. })));
-    let waited = b.lock(key, LockOptions::new().wait(Duration::from_millis(200))).await;
+    let waited = b.acquire(key, LockOptions::new().wait(Duration::from_millis(200))).await;
     assert!(matches!(waited, Err(LockError::Timeout { .. })), "{waited:?}");
     // A waiter that gets the lock handed over when it is released.
     let b2 = b.clone();
     let waiter = tokio::spawn(async move {
-        b2.lock("lock:product:42", LockOptions::new().wait(Duration::from_secs(60))).await
+        b2.acquire("lock:product:42", LockOptions::new().wait(Duration::from_secs(60))).await
     });
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while b.stats().waiters_on(key) == 0 {
@@ -88,7 +88,12 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
     let handed = waiter.await.expect("task").expect("handed over");
     assert!(handed.release().await.expect("released"));
     // Another resource: same label.
-    a.lock("lock:product:7", LockOptions::new()).await.expect("acquired").release().await.expect("released");
+    a.acquire("lock:product:7", LockOptions::new())
+        .await
+        .expect("acquired")
+        .release()
+        .await
+        .expect("released");
 
     let snap = values(&snapshotter);
     assert_eq!(counter(&snap, "lock_acquisitions_total", &[label, "outcome=acquired"]), 3);
@@ -108,7 +113,7 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
     // reserves the lock for the first; once that lapses, the next look at the queue skips the
     // second (counted once, as `lapsed`), and a live waiter gets it.
     let key = "lock:unclaimed";
-    let guard = a.lock(key, LockOptions::new()).await.expect("acquired");
+    let guard = a.acquire(key, LockOptions::new()).await.expect("acquired");
     let now_ms = server.cli(&["TIME"]).lines().next().expect("seconds").parse::<u64>().expect("int") * 1000;
     let (queue, tickets) = ("{lock:unclaimed}:waiters", "{lock:unclaimed}:waiters:until");
     // Killed a moment ago: its liveness key has not expired yet, so nobody can tell it is dead.
@@ -122,7 +127,7 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
     }
     let b2 = b.clone();
     let waiter =
-        tokio::spawn(async move { b2.lock(key, LockOptions::new().wait(Duration::from_secs(30))).await });
+        tokio::spawn(async move { b2.acquire(key, LockOptions::new().wait(Duration::from_secs(30))).await });
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while server.cli(&["LLEN", queue]) != "3" {
         assert!(tokio::time::Instant::now() < deadline, "the waiter never queued");
@@ -137,7 +142,7 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
     // A waiter that gives up just after a release reserved the lock for it: its clean-up passes
     // the lock on at once (`waiter_left`). The waiter's client runs on a thread of its own, held
     // still while the release reserves the lock for it; then its wait is cancelled first thing.
-    let guard = a.lock(key, LockOptions::new()).await.expect("acquired");
+    let guard = a.acquire(key, LockOptions::new()).await.expect("acquired");
     let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel::<()>();
     let (freeze_tx, freeze_rx) = tokio::sync::oneshot::channel::<()>();
     let (frozen_tx, frozen_rx) = std::sync::mpsc::channel::<()>();
@@ -152,7 +157,7 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
                     tokio::select! {
                         biased;
                         _ = cancel_rx => None,
-                        got = c.lock(key, LockOptions::new().wait(Duration::from_secs(30))) => Some(got.is_ok()),
+                        got = c.acquire(key, LockOptions::new().wait(Duration::from_secs(30))) => Some(got.is_ok()),
                     }
                 }
             });

@@ -94,7 +94,7 @@ async fn a_release_wakes_only_the_named_waiter_of_another_client() {
         let (c, holder, to_other) = (c.clone(), holder.clone(), handoffs_to_other.clone());
         tasks.push(tokio::spawn(async move {
             for _ in 0..ROUNDS {
-                let guard = c.lock(key, LockOptions::new().wait(Duration::from_secs(20))).await.unwrap();
+                let guard = c.acquire(key, LockOptions::new().wait(Duration::from_secs(20))).await.unwrap();
                 if holder.swap(i, Ordering::SeqCst) != i {
                     to_other.fetch_add(1, Ordering::SeqCst);
                 }
@@ -128,10 +128,10 @@ async fn nobody_barges_in_while_a_lock_is_handed_over() {
     let server = RedisServer::start();
     let key = "lock:nobarge";
     let (a, b, c) = (client(&server, "pod-1"), client(&server, "pod-2"), client(&server, "pod-3"));
-    let held = a.lock(key, LockOptions::new()).await.unwrap();
+    let held = a.acquire(key, LockOptions::new()).await.unwrap();
     let waiter = tokio::spawn({
         let b = b.clone();
-        async move { b.lock(key, LockOptions::new().wait(Duration::from_secs(10))).await }
+        async move { b.acquire(key, LockOptions::new().wait(Duration::from_secs(10))).await }
     });
     assert!(
         wait_until(Duration::from_secs(2), || server.cli(&["LLEN", "{lock:nobarge}:waiters"]) == "1").await
@@ -224,7 +224,7 @@ async fn a_crashed_holders_lock_is_taken_over_within_the_liveness_ttl() {
     let waiter = tokio::spawn({
         let c = waiter_client.clone();
         async move {
-            let guard = c.lock("lock:crash-wait", LockOptions::new().wait(Duration::from_secs(20))).await;
+            let guard = c.acquire("lock:crash-wait", LockOptions::new().wait(Duration::from_secs(20))).await;
             (guard, Instant::now())
         }
     });
@@ -271,7 +271,7 @@ async fn a_client_whose_liveness_key_is_gone_loses_its_locks_and_starts_afresh()
     init_tracing();
     let server = RedisServer::start();
     let a = client_with(&server, "pod-1", Duration::from_millis(100), Duration::from_millis(600));
-    let guard = a.lock("lock:alive", LockOptions::new()).await.unwrap();
+    let guard = a.acquire("lock:alive", LockOptions::new()).await.unwrap();
     let owner = guard.token().rsplit_once(':').unwrap().0.to_owned();
     let liveness_key = format!("lock-client:{owner}");
     assert_eq!(server.cli(&["EXISTS", &liveness_key]), "1");
@@ -285,7 +285,7 @@ async fn a_client_whose_liveness_key_is_gone_loses_its_locks_and_starts_afresh()
     // Another client may take it over; this one comes back under a new identity.
     let b = client(&server, "pod-2");
     let taken = b.try_lock("lock:alive", LockOptions::new()).await.expect("taken over");
-    let again = a.lock("lock:other", LockOptions::new()).await.unwrap();
+    let again = a.acquire("lock:other", LockOptions::new()).await.unwrap();
     assert!(!again.token().starts_with(&owner), "a new identity: {}", again.token());
     assert!(again.is_held());
     drop((taken, again));
@@ -323,7 +323,7 @@ async fn a_waiter_recognises_its_own_late_success_after_a_stall() {
     server.pause();
     let waiter = tokio::spawn({
         let a = a.clone();
-        async move { a.lock("lock:y", LockOptions::new().wait(Duration::from_secs(10))).await }
+        async move { a.acquire("lock:y", LockOptions::new().wait(Duration::from_secs(10))).await }
     });
     tokio::time::sleep(Duration::from_millis(800)).await; // tries time out meanwhile
     server.resume();
@@ -343,7 +343,7 @@ async fn fence_counters_expire_yet_fences_keep_increasing() {
     let mut fences = Vec::new();
     for round in 0..3 {
         let client = if round % 2 == 0 { &a } else { &b };
-        let guard = client.lock("lock:fence", fenced.clone()).await.unwrap();
+        let guard = client.acquire("lock:fence", fenced.clone()).await.unwrap();
         fences.push(guard.fence().unwrap());
         let pttl: i64 = server.cli(&["PTTL", "{lock:fence}:fence"]).parse().unwrap();
         assert!(pttl > 0 && pttl <= 200, "the counter expires: {pttl}");
@@ -355,7 +355,7 @@ async fn fence_counters_expire_yet_fences_keep_increasing() {
     }
     // A counter ahead of the clock (many acquisitions within a microsecond) counts on.
     server.cli(&["SET", "{lock:fence}:fence", "4999999999999999"]);
-    let guard = a.lock("lock:fence", fenced.clone()).await.unwrap();
+    let guard = a.acquire("lock:fence", fenced.clone()).await.unwrap();
     fences.push(guard.fence().unwrap());
     assert_eq!(fences.last(), Some(&5_000_000_000_000_000));
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "strictly increasing: {fences:?}");
@@ -370,7 +370,7 @@ async fn a_fresh_clients_first_wait_outlasts_an_unreachable_redis() {
     let a = client(&server, "pod-1");
     let waiter = tokio::spawn({
         let a = a.clone();
-        async move { a.lock("lock:first", LockOptions::new().wait(Duration::from_secs(20))).await }
+        async move { a.acquire("lock:first", LockOptions::new().wait(Duration::from_secs(20))).await }
     });
     tokio::time::sleep(Duration::from_millis(500)).await; // Redis stays down a while (the scenario)
     assert!(!waiter.is_finished(), "the wait goes on while Redis is down");

@@ -71,7 +71,7 @@ async fn no_password_in_debug_display_logs_or_errors() {
     let other = client(&good_url, "pod-2");
     shown.push(format!("{good:?}"));
     shown.push(format!("{:?}", good.pool()));
-    let guard = good.lock("lock:secret", LockOptions::new().fencing(true)).await.expect("acquired");
+    let guard = good.acquire("lock:secret", LockOptions::new().fencing(true)).await.expect("acquired");
     shown.push(format!("{guard:?}"));
     shown.push(format!("{:?}", good.stats()));
     let held = other.try_lock("lock:secret", LockOptions::new()).await.expect_err("held");
@@ -86,7 +86,7 @@ async fn no_password_in_debug_display_logs_or_errors() {
     .await
     .expect("a free lock");
     assert!(guard.release().await.expect("released"));
-    drop(good.lock("lock:secret-dropped", LockOptions::new()).await.expect("acquired"));
+    drop(good.acquire("lock:secret-dropped", LockOptions::new()).await.expect("acquired"));
     assert!(good.flush_releases(Duration::from_secs(2)).await);
 
     // A wrong password: a credential error naming what to check, not retried until the
@@ -94,7 +94,7 @@ async fn no_password_in_debug_display_logs_or_errors() {
     let wrong = client(&format!("redis://:{WRONG}@127.0.0.1:{port}/"), "pod-3");
     let started = Instant::now();
     let err = wrong
-        .lock("lock:secret", LockOptions::new().wait(Duration::from_secs(5)))
+        .acquire("lock:secret", LockOptions::new().wait(Duration::from_secs(5)))
         .await
         .expect_err("wrong password");
     assert!(matches!(err, LockError::Auth { .. }), "{err:?}");

@@ -225,7 +225,7 @@ impl Target {
                     .map_err(|_| timed_out("taking a pooled connection"))?
                     .map_err(|e| match e {
                         PoolError::Backend(e) => LockError::redis(action, e),
-                        e => LockError::Pool { action: action.to_owned(), source: e },
+                        e => LockError::Pool { action: action.to_owned(), source: std::sync::Arc::new(e) },
                     })?;
                 // Taken out of the pool for good: the application's pooled connections must
                 // not be the one lock commands share (a blocking command or a SELECT there

@@ -1,5 +1,5 @@
 //! Contends for one key as a replica of a web service would: a patient loop and/or request
-//! handlers that put a short deadline around a waiting `lock`, so most of them give up while
+//! handlers that put a short deadline around a waiting `acquire`, so most of them give up while
 //! queued. The process behind the impatient-waiter tests and the lockbench scenario.
 //!
 //! Usage: `impatient_waiters <redis-url> <key> <secs> <patient 0|1> <impatient tasks> [<think-max-ms>
@@ -60,7 +60,7 @@ async fn main() -> anyhow::Result<()> {
             while Instant::now() < end {
                 let deadline = Duration::from_micros(next(&mut rng) % 3000);
                 let wait = LockOptions::new().wait(Duration::from_secs(5));
-                match tokio::time::timeout(deadline, client.lock(&key, wait)).await {
+                match tokio::time::timeout(deadline, client.acquire(&key, wait)).await {
                     Ok(Ok(guard)) => {
                         acquired.fetch_add(1, Ordering::Relaxed);
                         tokio::time::sleep(Duration::from_micros(next(&mut rng) % 1000)).await;
@@ -87,7 +87,7 @@ async fn main() -> anyhow::Result<()> {
         let mut rng = seed.wrapping_mul(3) | 1;
         while Instant::now() < end {
             let started = Instant::now();
-            let guard = client.lock(key, LockOptions::new().wait(Duration::from_secs(5))).await?;
+            let guard = client.acquire(key, LockOptions::new().wait(Duration::from_secs(5))).await?;
             max_wait = max_wait.max(started.elapsed());
             patient_count += 1;
             acquired.fetch_add(1, Ordering::Relaxed);

@@ -24,7 +24,7 @@ async fn main() -> anyhow::Result<()> {
         let (client, key) = (client.clone(), key.clone());
         tasks.push(tokio::spawn(async move {
             // Held until the process is killed.
-            let guard = client.lock(&key, LockOptions::new().wait(Duration::from_secs(600))).await;
+            let guard = client.acquire(&key, LockOptions::new().wait(Duration::from_secs(600))).await;
             println!("acquired {}", guard.is_ok());
             std::future::pending::<()>().await;
         }));

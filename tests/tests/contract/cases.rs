@@ -42,7 +42,7 @@ pub(crate) async fn mutual_exclusion(d: &Deployment) {
             tasks.push(tokio::spawn(async move {
                 for _ in 0..ROUNDS {
                     let guard = client
-                        .lock(&key, LockOptions::new().wait(Duration::from_secs(30)))
+                        .acquire(&key, LockOptions::new().wait(Duration::from_secs(30)))
                         .await
                         .unwrap_or_else(|e| panic!("a waiting task gets the lock: {e}"));
                     let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
@@ -143,7 +143,7 @@ pub(crate) async fn hand_off_to_another_client(d: &Deployment) {
     let held = a.try_lock(&key, LockOptions::new()).await.expect("a takes it");
     let waiter = tokio::spawn({
         let (b, key) = (b.clone(), key.clone());
-        async move { b.lock(&key, LockOptions::new().wait(Duration::from_secs(20))).await }
+        async move { b.acquire(&key, LockOptions::new().wait(Duration::from_secs(20))).await }
     });
     assert!(wait_until(Duration::from_secs(5), || b.stats().waiters_on(&key) == 1).await, "b waits");
     // Queued on the server too (the script's ticket), not only locally.
@@ -178,7 +178,7 @@ pub(crate) async fn crash_takeover(d: &Deployment) {
     let waiter = tokio::spawn({
         let (c, key) = (waiter_client.clone(), key.clone());
         async move {
-            let guard = c.lock(&key, LockOptions::new().wait(Duration::from_secs(30))).await;
+            let guard = c.acquire(&key, LockOptions::new().wait(Duration::from_secs(30))).await;
             (guard, Instant::now())
         }
     });
@@ -242,7 +242,7 @@ pub(crate) async fn fencing_order(d: &Deployment) {
             tasks.push(tokio::spawn(async move {
                 for _ in 0..3 {
                     let guard = client
-                        .lock(&key, LockOptions::new().fencing(true).wait(Duration::from_secs(30)))
+                        .acquire(&key, LockOptions::new().fencing(true).wait(Duration::from_secs(30)))
                         .await
                         .expect("a fenced lock");
                     // Recorded while held: the order of the records is the order of the holds.

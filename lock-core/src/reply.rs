@@ -1,0 +1,135 @@
+//! What the lock scripts' replies say, decoded by pure functions (see each script's header in
+//! `schema/lua/` for the reply's shape).
+
+use std::time::Duration;
+
+use deadpool_redis::redis::Value;
+use tokio::time::Instant;
+
+use crate::schema;
+
+/// What one acquiring round trip said.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Reply {
+    /// Taken, by the command sent at `sent_at`.
+    Acquired { fence: Option<u64>, sent_at: Instant },
+    /// Held by `holder` (`None`: not one of this crate's tokens, never taken over), for
+    /// `remaining` if Redis said.
+    Held { remaining: Option<Duration>, holder: Option<String> },
+    /// The scheduler tick was already claimed (`last`); `ours`: the key holds the caller's
+    /// token anyway (handed over), which must be passed on.
+    TickDone { last: i64, ours: bool },
+}
+
+/// An acquire script reply, and the number of hand-offs it noticed to have lapsed untaken.
+pub(crate) fn acquire(reply: &[Value], fencing: bool, sent_at: Instant) -> (Reply, u64) {
+    let int = |i: usize| match reply.get(i) {
+        Some(Value::Int(n)) => *n,
+        _ => 0,
+    };
+    let count = |i: usize| u64::try_from(int(i)).unwrap_or(0);
+    match int(0) {
+        1 => (Reply::Acquired { fence: fencing.then(|| count(1)), sent_at }, count(2)),
+        2 => (Reply::TickDone { last: int(1), ours: int(2) == 1 }, 0),
+        _ => {
+            let holder = match reply.get(2) {
+                Some(Value::BulkString(b)) => String::from_utf8(b.clone()).ok(),
+                _ => None,
+            };
+            let remaining = u64::try_from(int(1)).ok().map(Duration::from_millis);
+            (Reply::Held { remaining, holder }, count(3))
+        }
+    }
+}
+
+/// The reply of the uncontended `SET key token NX PX lease GET` sent at `sent_at`: the value it
+/// replaced, if any.
+pub(crate) fn set_nx(previous: Option<&str>, token: &str, sent_at: Instant) -> Reply {
+    match previous.map(schema::unmarked) {
+        // Our own token can only come from an earlier send of it, which this path never makes;
+        // the expiry this send set is then the one in force either way.
+        None => Reply::Acquired { fence: None, sent_at },
+        Some(holder) if holder == token => Reply::Acquired { fence: None, sent_at },
+        Some(holder) => Reply::Held { remaining: None, holder: Some(holder.to_owned()) },
+    }
+}
+
+/// A release script reply: whether the key held the token, and the lapsed hand-offs noticed.
+pub(crate) fn release(reply: &Value) -> (bool, u64) {
+    match reply {
+        Value::Int(owned) => (*owned == 1, 0),
+        Value::Array(items) => pair(items),
+        _ => (false, 0),
+    }
+}
+
+/// An abandon script reply (`{held, lapsed}`).
+pub(crate) fn abandon(reply: &Value) -> (bool, u64) {
+    match reply {
+        Value::Array(items) => pair(items),
+        _ => (false, 0),
+    }
+}
+
+fn pair(items: &[Value]) -> (bool, u64) {
+    let held = matches!(items.first(), Some(Value::Int(1)));
+    let lapsed = match items.get(1) {
+        Some(Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
+        _ => 0,
+    };
+    (held, lapsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn acquire_replies() {
+        let at = Instant::now();
+        let acquired = [Value::Int(1), Value::Int(1_700_000_000_000_000), Value::Int(2)];
+        assert_eq!(
+            acquire(&acquired, true, at),
+            (Reply::Acquired { fence: Some(1_700_000_000_000_000), sent_at: at }, 2)
+        );
+        assert_eq!(acquire(&acquired, false, at), (Reply::Acquired { fence: None, sent_at: at }, 2));
+        let held = [Value::Int(0), Value::Int(1500), text("pod:0123456789ab:u"), Value::Int(1)];
+        let expected = Reply::Held {
+            remaining: Some(Duration::from_millis(1500)),
+            holder: Some("pod:0123456789ab:u".into()),
+        };
+        assert_eq!(acquire(&held, false, at), (expected, 1));
+        // PTTL -1 (no expiry) and a holder that is not text (a value this crate did not write).
+        let odd = [Value::Int(0), Value::Int(-1), Value::BulkString(vec![0xff, 0xfe]), Value::Int(0)];
+        assert_eq!(acquire(&odd, false, at), (Reply::Held { remaining: None, holder: None }, 0));
+        let done = [Value::Int(2), Value::Int(60_000), Value::Int(1)];
+        assert_eq!(acquire(&done, false, at), (Reply::TickDone { last: 60_000, ours: true }, 0));
+        assert_eq!(
+            acquire(&[], false, at).0,
+            Reply::Held { remaining: None, holder: None },
+            "garbage is never 'acquired'"
+        );
+    }
+
+    #[test]
+    fn set_nx_replies() {
+        let at = Instant::now();
+        assert_eq!(set_nx(None, "t", at), Reply::Acquired { fence: None, sent_at: at });
+        assert_eq!(set_nx(Some("t|w"), "t", at), Reply::Acquired { fence: None, sent_at: at });
+        assert_eq!(set_nx(Some("u|w"), "t", at), Reply::Held { remaining: None, holder: Some("u".into()) });
+    }
+
+    #[test]
+    fn release_and_abandon_replies() {
+        assert_eq!(release(&Value::Int(1)), (true, 0));
+        assert_eq!(release(&Value::Int(0)), (false, 0));
+        assert_eq!(release(&Value::Array(vec![Value::Int(1), Value::Int(3)])), (true, 3));
+        assert_eq!(release(&Value::Nil), (false, 0));
+        assert_eq!(abandon(&Value::Array(vec![Value::Int(0), Value::Int(0)])), (false, 0));
+        assert_eq!(abandon(&Value::Array(vec![Value::Int(1), Value::Int(1)])), (true, 1));
+    }
+}

@@ -1,0 +1,107 @@
+-- handoff.lua: a fragment, not a script. Prepended to acquire.lua, release.lua and abandon.lua
+-- (see scripts.rs), which call its functions.
+--
+-- client_of(token): the client id in an owner token `<instance>:<client id>:<uuid>` (the
+--   second field from the end), or nil.
+-- clock(): the server time in epoch ms, read once per script run.
+-- hand_over(key, queue, tickets, me, own, publish, channel_prefix): passes a free (or freed)
+--   `key` to the oldest waiter that can take it.
+--
+-- `queue` is a list of `<hand-off ms>|<token>` entries, oldest first; `tickets` a zset of
+-- token -> when its ticket lapses (epoch ms), read a few entries at a time. A waiter is skipped
+-- (and dropped) when its ticket lapsed, or when its client let a reservation lapse untaken:
+-- each hand-off records `@<client id>` in `tickets`, scored with the reservation's deadline,
+-- and a record whose deadline has passed means that client did not take the lock it was given
+-- (it died, or stalled past its hand-off time), so its other tickets are not trusted with a
+-- reservation either. A client proves itself alive again by queueing a new ticket or releasing
+-- (both clear its record); the caller's own client `me` is never skipped. So a dead client costs
+-- one hand-off time, however many of its tickets are queued. A record is scored negative once
+-- its lapse has been counted. Records share the zset's expiry, which outlasts every ticket they
+-- could concern.
+--
+-- `own`: the caller's own queue entry, if it waits (reaching it means the caller is next).
+-- `publish` (PUBLISH or SPUBLISH) announces on `channel_prefix .. <client id>`, the waiter's
+-- client's channel.
+--
+-- Returns outcome, ms, waiter, lapsed, more: outcome 'handed' (the key now holds `waiter`'s
+-- token for `ms`, with the queue mark if `more`, and the waiter's client was told), 'own' (the
+-- caller is the oldest live waiter, now out of the queue; nothing was set) or nil (nobody can
+-- take it; nothing was set); `lapsed`, the number of lapsed reservations first noticed here;
+-- `more`, whether anyone is still queued.
+
+local function client_of(token)
+  return string.match(token, ':(%x+):[^:]+$')
+end
+
+local now
+local function clock()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
+
+local function hand_over(key, queue, tickets, me, own, publish, channel_prefix)
+  local lapsed, counted = 0, {}
+  -- The head is usually live: a small first read (a zset this small is a list that ZMSCORE
+  -- scans). Bounded: a queue of more than 1000 dead entries is left for the next release.
+  for round = 1, 34 do
+    local size = round == 1 and 2 or 32
+    local chunk = redis.call('LRANGE', queue, 0, size - 1)
+    if #chunk == 0 then return nil, 0, nil, lapsed, false end
+    local parsed, members = {}, {}
+    for i, entry in ipairs(chunk) do
+      local ms, waiter = string.match(entry, '^(%d+)|(.+)$')
+      local client = waiter and client_of(waiter)
+      parsed[i] = {ms, waiter, client}
+      members[2 * i - 1] = waiter or entry
+      members[2 * i] = '@' .. (client or '-')
+    end
+    local scores = redis.call('ZMSCORE', tickets, unpack(members))
+    local dropped = {}
+    local chosen
+    for i, entry in ipairs(chunk) do
+      local waiter, client = parsed[i][2], parsed[i][3]
+      if waiter then dropped[#dropped + 1] = waiter end
+      if entry == own then
+        chosen = i
+        break
+      end
+      local until_ms, record = tonumber(scores[2 * i - 1]), tonumber(scores[2 * i])
+      local gone = record and record <= clock() and client ~= me
+      if gone and record > 0 and not counted[client] then
+        -- First noticed: counted once, and kept (negative) so the client's other tickets are skipped.
+        counted[client] = true
+        lapsed = lapsed + 1
+        redis.call('ZADD', tickets, -record, '@' .. client)
+      end
+      if until_ms and until_ms > clock() and not gone then
+        chosen = i
+        break
+      end
+      -- A lapsed ticket of a live client: it may still be listening, and retries when told.
+      if client and not gone then redis.call(publish, channel_prefix .. client, '') end
+    end
+    if chosen then
+      local ms, waiter, client = parsed[chosen][1], parsed[chosen][2], parsed[chosen][3]
+      local mine = chunk[chosen] == own
+      local more = chosen < #chunk or (#chunk == size and redis.call('LLEN', queue) > chosen)
+      if not mine then
+        redis.call('SET', key, more and (waiter .. '|w') or waiter, 'PX', ms)
+        -- Recorded before the tokens leave the zset, so the zset (and its expiry) stays.
+        if client then redis.call('ZADD', tickets, clock() + tonumber(ms), '@' .. client) end
+      end
+      -- The caller's client is alive: its record goes (unless it was just handed the key).
+      if me and (mine or client ~= me) then dropped[#dropped + 1] = '@' .. me end
+      redis.call('LTRIM', queue, chosen, -1)
+      if #dropped > 0 then redis.call('ZREM', tickets, unpack(dropped)) end
+      if mine then return 'own', 0, nil, lapsed, more end
+      if client then redis.call(publish, channel_prefix .. client, waiter) end
+      return 'handed', tonumber(ms), waiter, lapsed, more
+    end
+    redis.call('LTRIM', queue, #chunk, -1)
+    if #dropped > 0 then redis.call('ZREM', tickets, unpack(dropped)) end
+  end
+  return nil, 0, nil, lapsed, redis.call('LLEN', queue) > 0
+end

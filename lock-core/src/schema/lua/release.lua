@@ -1,0 +1,38 @@
+-- release.lua: release = hand-off. Runs after handoff.lua.
+--
+-- KEYS: [1] lock key, [2] queue, [3] tickets.
+-- ARGV: [1] token, [2] ms to keep ('0': none), [3] publish command (PUBLISH, or SPUBLISH in a
+--       cluster), [4] release channel prefix (`{<key>}:released:`), [5] '1' when the caller is
+--       not the holder (a take-over of a dead holder's lock or a force-release: the holder's
+--       client is then not known to be alive), else '0'.
+--
+-- Reply: 1 when the key held the token, else 0; {1, lapsed} when hand-offs were noticed to have
+-- lapsed untaken on the way (see handoff.lua).
+--
+-- With a minimum hold left (ARGV[2]), the key is kept for it as `<token>:released` (still
+-- taken, no longer ours: a renewal in flight cannot stretch it). Otherwise, if someone waits,
+-- the key is handed to the oldest live waiter (handoff.lua). With nobody waiting it is deleted.
+--
+-- Whether someone waits is read from the value itself: a caller that queues behind a holder
+-- appends `|w` to the holder's value (acquire.lua), and a value stored while the queue is not
+-- empty carries it. So the common case (nobody ever queued) is a bare compare-and-delete.
+
+local key, token = KEYS[1], ARGV[1]
+local value = redis.call('GET', key)
+local keep = ARGV[2] ~= '0' and ARGV[2] or nil
+if value == token and not keep then
+  redis.call('DEL', key)
+  return 1
+end
+if value ~= token and value ~= token .. '|w' then
+  return 0
+end
+if keep then
+  redis.call('SET', key, token .. ':released', 'PX', keep)
+  return 1
+end
+local me = ARGV[5] ~= '1' and client_of(token) or nil
+local outcome, _, _, lapsed = hand_over(key, KEYS[2], KEYS[3], me, nil, ARGV[3], ARGV[4])
+if not outcome then redis.call('DEL', key) end
+if lapsed > 0 then return {1, lapsed} end
+return 1

@@ -1,0 +1,78 @@
+//! The Lua scripts of the lock protocol, from `lua/*.lua` (each file's header states its KEYS,
+//! ARGV and reply): one round trip each, run by EVALSHA ([`Eval`] loads a script on NOSCRIPT,
+//! e.g. after a server restart). User data reaches them only through KEYS and ARGV; every key a
+//! script touches is in KEYS and every expiry in ARGV.
+
+use std::sync::LazyLock;
+
+use deadpool_redis::redis::{
+    self, Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, ToRedisArgs,
+};
+
+/// One EVALSHA of a script, built in a single buffer. redis-rs's `ScriptInvocation` allocates
+/// each key and argument on its own and copies them into the command when it is sent; on the
+/// acquire and release paths that cost more than the rest of the command's encoding.
+pub(crate) struct Eval {
+    script: &'static Script,
+    cmd: Cmd,
+}
+
+impl Eval {
+    /// EVALSHA of `script` with `keys`; the arguments follow with [`arg`](Self::arg).
+    pub(crate) fn new<K: AsRef<str>>(script: &'static Script, keys: &[K]) -> Self {
+        let hash = script.get_hash();
+        let data = keys.iter().map(|k| k.as_ref().len() + 16).sum::<usize>() + hash.len() + 128;
+        let mut cmd = Cmd::with_capacity(3 + keys.len() + 8, data);
+        cmd.arg("EVALSHA").arg(hash).arg(keys.len());
+        for key in keys {
+            cmd.arg(key.as_ref());
+        }
+        Eval { script, cmd }
+    }
+
+    /// Appends an argument (ARGV).
+    pub(crate) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
+        self.cmd.arg(arg);
+        self
+    }
+
+    /// Runs it on `conn`, loading the script first if the server does not have it (a restart,
+    /// `SCRIPT FLUSH`, a failover to a node that never ran it): NOSCRIPT means it did not run,
+    /// so sending it again is safe.
+    pub(crate) async fn run<T: FromRedisValue>(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+    ) -> RedisResult<T> {
+        match self.cmd.query_async(conn).await {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                self.script.load_async(conn).await?;
+                self.cmd.query_async(conn).await
+            }
+            result => result,
+        }
+    }
+}
+
+/// The scripts' source text, for tools that send them themselves (the bench's raw baseline).
+pub mod lua {
+    /// `acquire.lua` with the hand-off fragment it calls.
+    pub const ACQUIRE: &str = concat!(include_str!("lua/handoff.lua"), include_str!("lua/acquire.lua"));
+    /// `release.lua` with the hand-off fragment it calls.
+    pub const RELEASE: &str = concat!(include_str!("lua/handoff.lua"), include_str!("lua/release.lua"));
+    /// `abandon.lua` with the hand-off fragment it calls.
+    pub const ABANDON: &str = concat!(include_str!("lua/handoff.lua"), include_str!("lua/abandon.lua"));
+    /// `extend.lua`.
+    pub const EXTEND: &str = include_str!("lua/extend.lua");
+}
+
+/// The scripted acquisition (`lua/acquire.lua`).
+pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(lua::ACQUIRE));
+
+/// Release = hand-off (`lua/release.lua`).
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(lua::RELEASE));
+
+/// A token given up, its reservation passed on (`lua/abandon.lua`).
+pub(crate) static ABANDON: LazyLock<Script> = LazyLock::new(|| Script::new(lua::ABANDON));
+
+/// A renewal (`lua/extend.lua`).
+pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(lua::EXTEND));

@@ -1,0 +1,374 @@
+//! A waiting acquisition: try (joining the Redis-side queue when refused), make sure the
+//! hand-off will be heard, then sleep until it is announced, a fallback retry is due, or the
+//! wait bound passes; a wait that ends without the lock gives its token up at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::conn::Sent;
+use crate::core::{Attempt, Core, Taken};
+use crate::error::{LockError, LossReason, Result};
+use crate::liveness::Identity;
+use crate::options::{LockOptions, drift, millis};
+use crate::reply::Reply;
+use crate::schema::scripts::{EXTEND, Eval};
+use crate::state::LockState;
+use crate::waiters::Ticket;
+
+/// Stands in for a wait bound too large to add to an `Instant`.
+const FOREVER: Duration = Duration::from_secs(60 * 60 * 24 * 365 * 30);
+
+impl Core {
+    /// A waiting acquisition, bounded by `wait` from now.
+    pub(crate) async fn wait_for(
+        &self,
+        key: &str,
+        options: &LockOptions,
+        tick: Option<i64>,
+        wait: Duration,
+    ) -> Result<Attempt> {
+        // A wait too long to represent (e.g. Duration::MAX, "forever") waits for decades.
+        let now = Instant::now();
+        let deadline = now.checked_add(wait).unwrap_or_else(|| now + FOREVER);
+        let identity = self.identity_until(deadline).await?;
+        let token = self.new_token(&identity);
+        Waiting::new(self, key, options, tick, wait, deadline, identity, token).run().await
+    }
+    /// This client's liveness identity. Creating it (first use, or after it died) needs Redis;
+    /// a waiting caller keeps trying while Redis is unreachable, up to `deadline`.
+    async fn identity_until(&self, deadline: Instant) -> Result<Arc<Identity>> {
+        let (mut pause, max) = self.config.backoff;
+        loop {
+            match self.liveness.identity(Instant::now()).await {
+                Err(e) if e.is_transient() && Instant::now() + pause < deadline => {
+                    tokio::time::sleep(jittered(pause)).await;
+                    pause = pause.saturating_mul(2).min(max);
+                }
+                result => return result,
+            }
+        }
+    }
+    /// Extends a lock taken by hand-off to its lease (`EXTEND`: only if the key still holds
+    /// its token), in the background; a refusal means it was not ours after all: lost.
+    fn confirm_hand_off(&self, state: Arc<LockState>) {
+        let (conn, watchdog) = (self.conn.clone(), self.watchdog.clone());
+        tokio::spawn(async move {
+            let Ok(lease) = millis(state.lease, "lease") else { return };
+            for attempt in 0..2 {
+                let mut invocation = Eval::new(&EXTEND, &[&state.key]);
+                invocation.arg(&state.token).arg(lease);
+                let sent_at = Instant::now();
+                match conn.invoke::<i64>(&invocation, || format!("confirming lock `{}`", state.key)).await {
+                    Ok(1) => return state.extend_from(sent_at),
+                    Ok(_) => {
+                        watchdog.unregister(state.id);
+                        state.mark_lost(LossReason::NotOwner);
+                        return;
+                    }
+                    Err(e) if attempt == 0 => {
+                        tracing::debug!(key = %state.key, error = %crate::ErrorChain(&e), "confirming a handed-over lock failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    // The watchdog renews it at its next pass, if that comes in time.
+                    Err(e) => {
+                        tracing::warn!(key = %state.key, error = %crate::ErrorChain(&e), "confirming a handed-over lock failed")
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// `d` scaled by a random factor in [0.75, 1.0), so waiters of different clients spread out.
+fn jittered(d: Duration) -> Duration {
+    let r = (uuid::Uuid::new_v4().as_u128() % 1000) as u32;
+    Duration::try_from_secs_f64(d.as_secs_f64() * (0.75 + f64::from(r) / 4000.0)).unwrap_or(d)
+}
+
+/// One waiting acquisition: try (joining the Redis-side queue when refused), make sure the
+/// hand-off will be heard, then sleep until it is announced, a fallback retry is due, or the
+/// wait bound passes. The token is kept across retries, so a late success of an earlier try
+/// is recognised as ours; a wait that ends without the lock cleans its token up.
+struct Waiting<'a> {
+    core: &'a Core,
+    key: &'a str,
+    options: &'a LockOptions,
+    tick: Option<i64>,
+    wait: Duration,
+    deadline: Instant,
+    identity: Arc<Identity>,
+    token: String,
+    /// The waiter's ticket in the Redis-side queue; it outlives the longest pause.
+    line: Duration,
+    /// Registration for the hand-off message, once refused.
+    ticket: Option<Ticket>,
+    backoff: Duration,
+    /// The holder's remaining lease, as last reported.
+    remaining: Option<Duration>,
+    /// The last transient failure, reported if the bound passes before Redis comes back.
+    last_error: Option<LockError>,
+    /// When the last try was sent, if any, and on which connection (`None`: tries whose
+    /// outcome is unknown went out on another connection than a later one, so no single
+    /// connection orders a clean-up after all of them): the token may be in Redis from then on.
+    last_sent: Option<(Instant, Option<u64>)>,
+    /// The try in flight, if any: the connection it went out on (filled when it is sent) and
+    /// when. A wait dropped while its try is out must clean up after it too.
+    in_flight: Sent,
+    in_flight_at: Instant,
+    /// The last try's reply was lost: its outcome is unknown.
+    unknown: bool,
+    done: bool,
+    /// When the try that first put this waiter in the queue was sent: a release that hands
+    /// the lock over runs after it.
+    queued_since: Option<Instant>,
+    /// The last wake-up was a release naming this waiter.
+    handed: bool,
+}
+
+/// What one try of a waiting acquisition leads to.
+enum Step {
+    Done(Attempt),
+    TryAgain,
+    Wait,
+}
+
+impl<'a> Waiting<'a> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        core: &'a Core,
+        key: &'a str,
+        options: &'a LockOptions,
+        tick: Option<i64>,
+        wait: Duration,
+        deadline: Instant,
+        identity: Arc<Identity>,
+        token: String,
+    ) -> Self {
+        let (initial, max) = core.config.backoff;
+        // Registered before the first try, so a hand-off announced right after it is heard
+        // when the channel is already subscribed (another waiter, or a lingering one).
+        let ticket = Some(core.waiters.register(key, &token));
+        Waiting {
+            core,
+            key,
+            options,
+            tick,
+            wait,
+            deadline,
+            identity,
+            token,
+            line: max.saturating_mul(3).max(Duration::from_secs(1)),
+            ticket,
+            backoff: initial,
+            remaining: None,
+            last_error: None,
+            last_sent: None,
+            in_flight: Sent::default(),
+            in_flight_at: Instant::now(),
+            unknown: false,
+            done: false,
+            queued_since: None,
+            handed: false,
+        }
+    }
+
+    async fn run(mut self) -> Result<Attempt> {
+        loop {
+            match self.try_once().await? {
+                Step::Done(attempt) => return Ok(attempt),
+                Step::TryAgain if Instant::now() < self.deadline => continue,
+                Step::TryAgain => return Err(self.timed_out()),
+                Step::Wait => {}
+            }
+            if self.listen().await? {
+                // Newly subscribed: a hand-off may have been announced before.
+                continue;
+            }
+            self.pause().await?;
+            if std::mem::take(&mut self.handed)
+                && let Some(attempt) = self.accept_hand_off()
+            {
+                return Ok(attempt);
+            }
+        }
+    }
+
+    /// The release named this waiter: the key holds its token, set by a script that ran after
+    /// the try that queued it, with the hand-off time as expiry. So the key lives at least
+    /// until that try's send + the hand-off time: the waiter goes ahead at once on that
+    /// deadline (no confirming round trip) and extends the key to its lease in the background.
+    /// Fenced and tick-claiming waiters confirm with the script instead (it draws the fence,
+    /// claims the tick), as do waiters with a minimum hold and one whose deadline would be too
+    /// close to be worth it.
+    fn accept_hand_off(&mut self) -> Option<Attempt> {
+        // A minimum hold counts from the acquisition, which must then be known exactly.
+        let confirm_first = self.options.fencing || self.tick.is_some() || self.options.at_least.is_some();
+        if confirm_first || self.identity.is_dead() {
+            return None;
+        }
+        let since = self.queued_since?;
+        let handoff = self.core.config.handoff;
+        let valid_until = since + handoff.saturating_sub(drift(handoff));
+        if valid_until < Instant::now() + handoff / 4 {
+            return None;
+        }
+        // Done: the token is the guard's now (the drop clean-up needs it only when not done).
+        self.done = true;
+        let (key, token, options) = (self.key, std::mem::take(&mut self.token), self.options);
+        let taken = Taken { fence: None, sent_at: since, valid_for: Some(handoff) };
+        let guard = self.core.guard(key, token, &self.identity, options, taken);
+        guard.state().metrics.handoff();
+        self.core.confirm_hand_off(guard.state().clone());
+        Some(Attempt::Acquired(guard))
+    }
+
+    /// One scripted try with a ticket.
+    async fn try_once(&mut self) -> Result<Step> {
+        let core = self.core;
+        if self.identity.is_dead() {
+            self.start_afresh().await?;
+        }
+        self.in_flight = Sent::default();
+        let try_sent_at = Instant::now();
+        self.in_flight_at = try_sent_at;
+        let reply = core
+            .script(self.key, &self.token, self.options, self.tick, Some(self.line), &self.in_flight)
+            .await;
+        self.last_sent = self.sent_so_far();
+        self.in_flight = Sent::default();
+        self.unknown = reply.as_ref().err().is_some_and(LockError::outcome_unknown);
+        match reply {
+            Ok(Reply::Acquired { fence, sent_at }) => {
+                self.done = true;
+                let guard = core.guard(
+                    self.key,
+                    std::mem::take(&mut self.token),
+                    &self.identity,
+                    self.options,
+                    Taken::by_reply(fence, sent_at),
+                );
+                if self.queued_since.is_some() {
+                    guard.state().metrics.handoff();
+                }
+                Ok(Step::Done(Attempt::Acquired(guard)))
+            }
+            // Not `done`: if the key holds our token, the clean-up passes it on.
+            Ok(Reply::TickDone { last, .. }) => Ok(Step::Done(Attempt::TickDone(last))),
+            Ok(Reply::Held { remaining, holder }) => {
+                self.remaining = remaining;
+                self.last_error = None;
+                self.queued_since.get_or_insert(try_sent_at);
+                let Some(holder) = holder else { return Ok(Step::Wait) };
+                match core.take_over_if_dead(self.key, &holder).await {
+                    Ok(true) => Ok(Step::TryAgain),
+                    Ok(false) => Ok(Step::Wait),
+                    Err(e) if e.is_transient() => {
+                        self.last_error = Some(e);
+                        Ok(Step::Wait)
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) if e.is_transient() => {
+                tracing::debug!(error = %crate::ErrorChain(&e), "redis unavailable while waiting; retrying");
+                self.remaining = None;
+                self.last_error = Some(e);
+                Ok(Step::Wait)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The client's identity died while this waiter waited (a stall or an outage longer than
+    /// the liveness TTL): a lock taken with its token would be lost at once, so the token is
+    /// given up and the wait goes on with a new one, at the back of the queue.
+    async fn start_afresh(&mut self) -> Result<()> {
+        self.abandon();
+        self.identity = self.core.identity_until(self.deadline).await?;
+        self.token = self.core.new_token(&self.identity);
+        self.ticket = Some(self.core.waiters.register(self.key, &self.token));
+        self.queued_since = None;
+        Ok(())
+    }
+
+    /// Cleans up the current token (queue entry, and the key if it was handed to it or taken
+    /// by a try whose reply was lost).
+    fn abandon(&mut self) {
+        self.last_sent = self.sent_so_far();
+        self.in_flight = Sent::default();
+        if let Some((sent_at, generation)) = self.last_sent.take() {
+            let lease = self.core.lease_of(self.options).lease;
+            self.core.releaser.abandon(self.key, &self.token, sent_at, lease, true, generation);
+        }
+    }
+
+    /// When this waiter's tries went out and on which connection, counting the one in flight:
+    /// see `last_sent`.
+    fn sent_so_far(&self) -> Option<(Instant, Option<u64>)> {
+        let Some(generation) = self.in_flight.generation() else { return self.last_sent };
+        let generation = match self.last_sent {
+            // An earlier try with an unknown outcome on another connection is not ordered
+            // before a clean-up on this one (nor, once so, on any later one).
+            Some((_, None)) => None,
+            Some((_, Some(earlier))) if self.unknown && earlier != generation => None,
+            _ => Some(generation),
+        };
+        Some((self.in_flight_at, generation))
+    }
+
+    /// Registers for the hand-off message and makes sure the channel is subscribed; true if
+    /// it had to subscribe just now.
+    async fn listen(&mut self) -> Result<bool> {
+        if self.ticket.is_none() {
+            tracing::debug!(wait = ?self.wait, "lock held; waiting");
+        }
+        let ticket = self.ticket.get_or_insert_with(|| self.core.waiters.register(self.key, &self.token));
+        match tokio::time::timeout_at(self.deadline, ticket.ensure_subscribed()).await {
+            Err(_) => Err(self.timed_out()),
+            Ok(Ok(subscribed)) => Ok(subscribed),
+            Ok(Err(e)) if e.is_transient() => {
+                self.last_error = Some(e);
+                Ok(false)
+            }
+            Ok(Err(e)) => Err(e),
+        }
+    }
+
+    /// Sleeps until the hand-off is announced, the fallback retry is due (jittered backoff,
+    /// never later than the holder's remaining lease), or the wait bound passes.
+    async fn pause(&mut self) -> Result<()> {
+        let (initial, max) = self.core.config.backoff;
+        let fallback = jittered(self.backoff).min(self.remaining.unwrap_or(max));
+        self.backoff = self.backoff.saturating_mul(2).min(max);
+        let Some(ticket) = self.ticket.as_ref() else { return Ok(()) };
+        tokio::select! {
+            handed = ticket.woken() => {
+                self.backoff = initial;
+                self.handed = handed;
+            }
+            () = tokio::time::sleep(fallback) => {}
+            () = tokio::time::sleep_until(self.deadline) => return Err(self.timed_out()),
+        }
+        Ok(())
+    }
+
+    fn timed_out(&mut self) -> LockError {
+        tracing::debug!(waited = ?self.wait, "timed out waiting for lock");
+        self.last_error
+            .take()
+            .unwrap_or_else(|| LockError::Timeout { key: self.key.to_owned(), waited: self.wait })
+    }
+}
+
+impl Drop for Waiting<'_> {
+    // However the wait ends without the lock (timeout, error, cancellation, a claimed tick),
+    // the token leaves the queue and, if a try's reply was lost or the lock was handed over
+    // just now, the key: other waiters are not held up until the ticket or lease lapses.
+    fn drop(&mut self) {
+        if !self.done {
+            self.abandon();
+        }
+    }
+}
