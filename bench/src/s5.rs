@@ -79,7 +79,7 @@ async fn round(b: &Bench, impatient: usize, duration: Duration) -> Result<Outcom
             }
         }));
     }
-    let queue = format!("{{{key}}}:waiters");
+    let queue = lock_core::schema::queue_key(&key);
     let mut admin = b.conn().await?;
     let mut longest_wait = Duration::ZERO;
     let mut longest_queue = 0;
@@ -184,7 +184,7 @@ pub(crate) async fn run(b: &Bench, report: &mut Report) -> Result<()> {
     table.note(format!(
         "{rounds} rounds of {per_round:?} per variant, order rotated. acq/s counts every caller's acquisitions of the \
          key; x without = median over rounds of the ratio to the 0-task variant in the same round. longest queue = \
-         the longest `{{key}}:waiters` list seen after the patient task's releases."
+         the longest queue of waiters (`schema::queue_key`) seen after the patient task's releases."
     ));
     report.tables.push(table);
     Ok(())

@@ -9,6 +9,7 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use lock_core::redis;
+use lock_core::schema;
 use redis_fixture::Redis;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -152,7 +153,7 @@ async fn a_skipped_tick_says_whether_the_report_is_being_generated_or_already_wa
     };
 
     // Every tick claimed by another instance, and its report stored: already generated.
-    redis_cmd(&mut conn, &["SET", "{lock:daily-report}:tick", far_future]);
+    redis_cmd(&mut conn, &["SET", &schema::tick_key("lock:daily-report"), far_future]);
     redis_cmd(&mut conn, &["SET", "report:daily:last-generated", far_future]);
     let (held, done, ran, stdout) = replica("pod-2").await;
     assert_eq!((held, done, ran), (0, 2, 0), "{stdout}");
@@ -163,7 +164,7 @@ async fn a_skipped_tick_says_whether_the_report_is_being_generated_or_already_wa
     assert_eq!((held, done, ran), (2, 0, 0), "{stdout}");
 
     // The lock held by another instance (no tick claimed): it is generating a report.
-    redis_cmd(&mut conn, &["DEL", "{lock:daily-report}:tick"]);
+    redis_cmd(&mut conn, &["DEL", &schema::tick_key("lock:daily-report")]);
     redis_cmd(&mut conn, &["SET", "lock:daily-report", "pod-9:1:1", "PX", "60000"]);
     let (held, done, ran, stdout) = replica("pod-4").await;
     redis_cmd(&mut conn, &["DEL", "lock:daily-report"]);
@@ -174,7 +175,7 @@ async fn a_skipped_tick_says_whether_the_report_is_being_generated_or_already_wa
     assert_eq!((held, done, ran), (0, 0, 2), "{stdout}");
     let last: i64 = redis::cmd("GET").arg("report:daily:last-generated").query(&mut conn).expect("GET");
     assert!(last > 0 && last % 1000 == 0, "the last generated tick is stored: {last}");
-    redis_cmd(&mut conn, &["DEL", "{lock:daily-report}:tick", "report:daily:last-generated"]);
+    redis_cmd(&mut conn, &["DEL", &schema::tick_key("lock:daily-report"), "report:daily:last-generated"]);
 }
 
 #[tokio::test]

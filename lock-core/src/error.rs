@@ -280,10 +280,16 @@ pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'a));
 
 impl std::fmt::Display for ErrorChain<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
+        let mut last = self.0.to_string();
+        f.write_str(&last)?;
         let mut cause = self.0.source();
         while let Some(e) = cause {
-            write!(f, ": {e}")?;
+            // Some errors (redis-rs's among them) already print their own cause: once is enough.
+            let text = e.to_string();
+            if !last.contains(&text) {
+                write!(f, ": {text}")?;
+            }
+            last = text;
             cause = e.source();
         }
         Ok(())

@@ -33,7 +33,7 @@ pub struct Holder {
     pub token: String,
     /// The instance id in the token (`None` for a value this crate did not write).
     pub instance: Option<String>,
-    /// The holder's liveness key (`lock-client:<instance>:<client id>`), if the token names one.
+    /// The holder's liveness key ([`schema::liveness_key`]), if the token names one.
     pub liveness_key: Option<String>,
     /// Whether the holder's liveness key exists: `Some(false)` means the holder's client is gone
     /// (crashed, or stalled past its liveness TTL) and the next caller takes the lock over.
@@ -307,15 +307,15 @@ mod tests {
         let token = "pod-1:0123456789ab:01234567-89ab-cdef-0123-456789abcdef";
         let holder = parse_token(token).expect("a token");
         assert_eq!(holder.instance.as_deref(), Some("pod-1"));
-        assert_eq!(holder.liveness_key.as_deref(), Some("lock-client:pod-1:0123456789ab"));
+        assert_eq!(holder.liveness_key, Some(schema::liveness_key("pod-1:0123456789ab")));
         assert!(!holder.released);
-        let kept = parse_token(&format!("{token}:released")).expect("a kept token");
+        let kept = parse_token(&format!("{token}{RELEASED_SUFFIX}")).expect("a kept token");
         assert!(kept.released);
         assert_eq!(kept.instance.as_deref(), Some("pod-1"));
         assert!(parse_token("hello").is_none());
-        assert!(is_auxiliary_key("{lock:a}:fence"));
-        assert!(is_auxiliary_key("{lock:a}:tick:by"));
-        assert!(is_auxiliary_key("lock-client:pod-1:0123456789ab"));
+        assert!(is_auxiliary_key(&schema::fence_key("lock:a")));
+        assert!(is_auxiliary_key(&schema::tick_claimant_key("lock:a")));
+        assert!(is_auxiliary_key(&schema::liveness_key("pod-1:0123456789ab")));
         assert!(!is_auxiliary_key("lock:a"));
     }
 }

@@ -319,9 +319,8 @@ mod tests {
             schema::owner_of("a:b:c:0123456789ab:3f2a9c1b-7d4e-4a1b-9c2d-0123456789ab"),
             Some("a:b:c:0123456789ab")
         );
-        assert_eq!(schema::owner_of(&format!("{token}:released")), None);
+        assert_eq!(schema::owner_of(&format!("{token}{}", schema::RELEASED_SUFFIX)), None);
         assert_eq!(schema::owner_of("pod-1:3f2a9c1b-7d4e-4a1b-9c2d-0123456789ab"), None);
         assert_eq!(schema::owner_of("anything"), None);
-        assert_eq!(schema::liveness_key("pod-1:0123456789ab"), "lock-client:pod-1:0123456789ab");
     }
 }

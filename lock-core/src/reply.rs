@@ -24,19 +24,19 @@ pub(crate) enum Reply {
 /// An acquire script reply, and the number of hand-offs it noticed to have lapsed untaken.
 pub(crate) fn acquire(reply: &[Value], fencing: bool, sent_at: Instant) -> (Reply, u64) {
     let int = |i: usize| match reply.get(i) {
-        Some(Value::Int(n)) => *n,
-        _ => 0,
+        Some(Value::Int(n)) => Some(*n),
+        _ => None,
     };
-    let count = |i: usize| u64::try_from(int(i)).unwrap_or(0);
+    let count = |i: usize| int(i).and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
     match int(0) {
-        1 => (Reply::Acquired { fence: fencing.then(|| count(1)), sent_at }, count(2)),
-        2 => (Reply::TickDone { last: int(1), ours: int(2) == 1 }, 0),
+        Some(1) => (Reply::Acquired { fence: fencing.then(|| count(1)), sent_at }, count(2)),
+        Some(2) => (Reply::TickDone { last: int(1).unwrap_or(0), ours: int(2) == Some(1) }, 0),
         _ => {
             let holder = match reply.get(2) {
                 Some(Value::BulkString(b)) => String::from_utf8(b.clone()).ok(),
                 _ => None,
             };
-            let remaining = u64::try_from(int(1)).ok().map(Duration::from_millis);
+            let remaining = int(1).and_then(|n| u64::try_from(n).ok()).map(Duration::from_millis);
             (Reply::Held { remaining, holder }, count(3))
         }
     }
@@ -119,8 +119,12 @@ mod tests {
     fn set_nx_replies() {
         let at = Instant::now();
         assert_eq!(set_nx(None, "t", at), Reply::Acquired { fence: None, sent_at: at });
-        assert_eq!(set_nx(Some("t|w"), "t", at), Reply::Acquired { fence: None, sent_at: at });
-        assert_eq!(set_nx(Some("u|w"), "t", at), Reply::Held { remaining: None, holder: Some("u".into()) });
+        let marked = |t: &str| format!("{t}{}", schema::QUEUED_MARK);
+        assert_eq!(set_nx(Some(&marked("t")), "t", at), Reply::Acquired { fence: None, sent_at: at });
+        assert_eq!(
+            set_nx(Some(&marked("u")), "t", at),
+            Reply::Held { remaining: None, holder: Some("u".into()) }
+        );
     }
 
     #[test]

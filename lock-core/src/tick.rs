@@ -3,7 +3,7 @@
 //!
 //! A job that fires on every replica is identified per run by its scheduled fire time, the
 //! tick (epoch milliseconds). The replica whose acquisition of the job's lock also records the
-//! tick in `{<key>}:tick` runs it; a replica that finds the tick already recorded, even after
+//! tick (in [`schema::tick_key`](crate::schema::tick_key)) runs it; a replica that finds the tick already recorded, even after
 //! the lock was released, skips it. That is "once per tick", which a lock alone ("not at the
 //! same time") does not give: a fast run that ends before a slow replica fires would
 //! otherwise run twice.

@@ -1,5 +1,5 @@
 //! Hearing about hand-offs: one shared pub/sub connection per client, subscribed to this
-//! client's release channel of every key it waits on (`{<key>}:released:<client id>`,
+//! client's release channel of every key it waits on (`schema::release_channel`,
 //! reference-counted: unsubscribed shortly after its last waiter leaves).
 //!
 //! A release hands the lock to the oldest waiter in the Redis-side queue and publishes that

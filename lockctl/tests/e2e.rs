@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
+use lock_core::schema;
 use lock_core::{LockClient, LockOptions};
 use redis_fixture::RedisServer;
 use serde_json::Value;
@@ -250,7 +251,8 @@ async fn lockctl_operates_a_running_replica() {
     assert_eq!(code, 0);
     assert!(text.contains(&format!("holder:    {}", guard.token())), "{text}");
     assert!(
-        text.contains("instance:  pod-7") && text.contains("alive:     yes (lock-client:pod-7:"),
+        text.contains("instance:  pod-7")
+            && text.contains(&format!("alive:     yes ({}", schema::liveness_key("pod-7:"))),
         "{text}"
     );
     assert!(text.contains("waiters:   1\n  1. pod-8:") && text.contains(" left\n"), "{text}");
@@ -264,11 +266,11 @@ async fn lockctl_operates_a_running_replica() {
     // counted apart from the live waiter.
     let now_ms: i64 =
         server.cli(&["TIME"]).lines().next().expect("seconds").parse::<i64>().expect("int") * 1000;
-    let (queue, tickets) = (format!("{{{KEY}}}:waiters"), format!("{{{KEY}}}:waiters:until"));
+    let (queue, tickets) = (schema::queue_key(KEY), schema::tickets_key(KEY));
     let dead = "pod-9:abcdef012345:0b5e3c9a-4c1e-4d5f-9a0b-1c2d3e4f5a6b";
     server.cli(&["RPUSH", &queue, &format!("2000|{dead}")]);
     server.cli(&["ZADD", &tickets, &(now_ms - 1000).to_string(), dead]);
-    server.cli(&["ZADD", &tickets, &(now_ms - 500).to_string(), "@abcdef012345"]);
+    server.cli(&["ZADD", &tickets, &(now_ms - 500).to_string(), &schema::handoff_record("abcdef012345")]);
     let (code, shown) = lockctl_json(&url, &["show", KEY]).await;
     assert_eq!(code, 0);
     assert_eq!(
@@ -284,7 +286,7 @@ async fn lockctl_operates_a_running_replica() {
     assert!(text.contains(&format!("2. {dead}  ticket 0ms left  (lapsed)")), "{text}");
     assert!(text.contains("client abcdef012345 let a hand-off lapse at "), "{text}");
     server.cli(&["LREM", &queue, "1", &format!("2000|{dead}")]);
-    server.cli(&["ZREM", &tickets, dead, "@abcdef012345"]);
+    server.cli(&["ZREM", &tickets, dead, &schema::handoff_record("abcdef012345")]);
 
     let (code, text, _) = lockctl(&url, &["list", "lock:*"], "").await;
     assert_eq!(code, 0, "{text}");

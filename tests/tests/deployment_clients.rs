@@ -244,7 +244,7 @@ async fn cluster_client_locks_waits_and_renews_across_nodes() {
             (guard, Instant::now())
         })
     };
-    let prefix = format!("{{{key}}}:released:");
+    let prefix = lock_core::schema::release_channel_prefix(&key);
     let subscribed = wait_until(Duration::from_secs(5), || {
         b.stats().waiters_on(&key) == 1
             && cluster

@@ -188,14 +188,14 @@ async fn failover_mid_hold<D: Failover>(mut deployment: D, name: &str, ack: bool
     assert_ne!(promoted, master);
     let promoted_at = Instant::now();
     let on_promoted = query(&promoted, &["GET", &key]).expect("GET on the promoted master");
-    // Marked `|w` while the waiters queue behind the holder.
-    let key_survived = on_promoted.strip_suffix("|w").unwrap_or(&on_promoted) == token;
+    // Marked while the waiters queue behind the holder.
+    let key_survived = lock_core::schema::unmarked(&on_promoted) == token;
     eprintln!("{name}: failover took {failover:?}; the promoted master has {key} = {on_promoted:?}");
 
     // Let the holder's client find the new master: its liveness lease must have been renewed
     // after the promotion (the key's remaining TTL shows it), or the guard must know it lost
     // the lock.
-    let liveness_key = format!("lock-client:{}", token.rsplit_once(':').expect("a token").0);
+    let liveness_key = lock_core::schema::liveness_key(lock_core::schema::owner_of(&token).expect("a token"));
     let liveness_master = deployment.master_for(&liveness_key);
     let renewed_after_promotion = || {
         let pttl = query(&liveness_master, &["PTTL", &liveness_key]).ok().and_then(|t| t.parse::<u64>().ok());

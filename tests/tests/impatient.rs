@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use deadpool_redis::redis;
-use lock_core::{LockClient, LockOptions};
+use lock_core::{LockClient, LockOptions, schema};
 use tests::harness::{RedisServer, init_tracing, wait_until};
 
 /// What one `impatient_waiters` process reported.
@@ -63,7 +63,7 @@ fn run(
     processes: usize,
     impatient: usize,
 ) -> (u64, Report, u64, u64) {
-    let queue = format!("{{{key}}}:waiters");
+    let queue = schema::queue_key(key);
     let longest = Arc::new(AtomicU64::new(0));
     let sampling = Arc::new(AtomicBool::new(true));
     let sampler = std::thread::spawn({
@@ -123,7 +123,7 @@ fn callers_that_give_up_waiting_do_not_slow_the_lock_down() {
         // one more entry for a moment.
         let waiters = impatient as u64 + 1;
         assert!(queue <= waiters + waiters / 4 + 1, "{queue} entries queued for {waiters} waiters");
-        assert_eq!(server.cli(&["LLEN", &format!("{{{key}}}:waiters")]), "0", "nothing left queued");
+        assert_eq!(server.cli(&["LLEN", &schema::queue_key(&key)]), "0", "nothing left queued");
         assert_eq!(server.cli(&["EXISTS", &key]), "0", "nothing left held");
     }
 }
@@ -136,7 +136,7 @@ async fn a_killed_process_with_queued_waiters_costs_one_hand_off_time() {
     init_tracing();
     let server = RedisServer::start();
     let key = "lock:impatient:killed";
-    let queue = format!("{{{key}}}:waiters");
+    let queue = schema::queue_key(key);
     let holder = LockClient::builder().url(server.url()).instance_id("holder").build().unwrap();
     let held = holder.try_lock(key, LockOptions::new()).await.unwrap();
     let handoff = Duration::from_secs(1);

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use lock_core::schema;
 use lock_core::{LockClient, LockError, LockOptions, LossReason};
 use tests::harness::{RedisServer, init_tracing, wait_until};
 
@@ -29,10 +30,10 @@ fn client_with(server: &RedisServer, instance: &str, watchdog_lease: Duration) -
 /// `name` in this run's key namespace. With `REDIS_URL`, runs share a server, and a key left
 /// by an earlier run (a guard dropped as its test ended) must not be seen by this one.
 /// How many clients are subscribed to their release channel of `key` (one channel per key and
-/// waiting client: `{<key>}:released:<client id>`).
+/// waiting client: `schema::release_channel`).
 fn release_subscribers(server: &RedisServer, key: &str) -> usize {
     server
-        .cli(&["PUBSUB", "CHANNELS", &format!("{{{key}}}:released:*")])
+        .cli(&["PUBSUB", "CHANNELS", &format!("{}*", schema::release_channel_prefix(key))])
         .lines()
         .filter(|l| !l.is_empty())
         .count()
@@ -347,7 +348,7 @@ async fn a_waiter_coming_and_going_keeps_one_subscription_and_drops_it_after_the
         });
         // Queued behind the holder (the holder's value is marked), so this is a real wait.
         assert!(
-            wait_until(Duration::from_secs(2), || get(&server, &key).ends_with("|w")).await,
+            wait_until(Duration::from_secs(2), || get(&server, &key).ends_with(schema::QUEUED_MARK)).await,
             "round {round}: the waiter queued"
         );
         assert!(guard.release().await.unwrap());
@@ -409,7 +410,7 @@ async fn waiters_of_one_client_take_turns_in_arrival_order() {
             guard.release().await.unwrap();
         }));
         // Each waiter is queued in Redis (where arrival order is decided) before the next starts.
-        let queue = format!("{{{}}}:waiters", k("lock:fifo"));
+        let queue = schema::queue_key(&k("lock:fifo"));
         assert!(
             wait_until(Duration::from_secs(2), || server.cli(&["LLEN", &queue]) == (i + 1).to_string()).await
         );
@@ -492,7 +493,10 @@ async fn fencing_tokens_strictly_increase_even_across_expiry() {
     let fresh = b.try_lock(&k("lock:fenced"), fenced.clone()).await.unwrap();
     fences.push(fresh.fence().unwrap());
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "strictly increasing: {fences:?}");
-    assert_eq!(server.cli(&["GET", &k("{lock:fenced}:fence")]), fences.last().unwrap().to_string());
+    assert_eq!(
+        server.cli(&["GET", &schema::fence_key(&k("lock:fenced"))]),
+        fences.last().unwrap().to_string()
+    );
     let unfenced = a.try_lock(&k("lock:unfenced"), LockOptions::new()).await.unwrap();
     assert_eq!(unfenced.fence(), None);
 }
@@ -604,7 +608,7 @@ async fn mutual_exclusion_and_fairness_hold_under_load() {
                         .await
                         .unwrap();
                     // While others queue behind it, the holder's token carries the `|w` mark.
-                    if holder.as_deref().map(|v| v.strip_suffix("|w").unwrap_or(v)) != Some(guard.token()) {
+                    if holder.as_deref().map(schema::unmarked) != Some(guard.token()) {
                         overlaps.fetch_add(1, Ordering::SeqCst);
                     }
                     tokio::task::yield_now().await;
@@ -640,7 +644,11 @@ async fn at_least_keeps_the_lock_for_the_minimum_and_renewal_cannot_stretch_it()
         a.try_lock(&k("lock:min"), LockOptions::new().at_least(Duration::from_millis(800))).await.unwrap();
     let token = guard.token().to_owned();
     assert!(guard.release().await.unwrap());
-    assert_eq!(get(&server, &k("lock:min")), format!("{token}:released"), "kept, but no longer renewable");
+    assert_eq!(
+        get(&server, &k("lock:min")),
+        format!("{token}{}", schema::RELEASED_SUFFIX),
+        "kept, but no longer renewable"
+    );
     assert!(matches!(b.try_lock(&k("lock:min"), LockOptions::new()).await, Err(LockError::Held { .. })));
     assert!(wait_until(Duration::from_secs(3), || get(&server, &k("lock:min")) == "(nil)").await);
     let freed = started.elapsed();
@@ -775,7 +783,7 @@ async fn a_release_hands_the_lock_to_the_oldest_waiter_and_a_dead_waiter_costs_o
     let held = a.acquire(&key, LockOptions::new()).await.unwrap();
     // A waiter of another replica that died while queued, ahead of b: its ticket is live.
     let now_ms: u64 = server.cli(&["TIME"]).lines().next().unwrap().parse::<u64>().unwrap() * 1000;
-    let (queue, until) = (format!("{{{key}}}:waiters"), format!("{{{key}}}:waiters:until"));
+    let (queue, until) = (schema::queue_key(&key), schema::tickets_key(&key));
     server.cli(&["RPUSH", &queue, "150|pod-9:dead"]);
     server.cli(&["ZADD", &until, &(now_ms + 5000).to_string(), "pod-9:dead"]);
 
@@ -795,7 +803,7 @@ async fn a_release_hands_the_lock_to_the_oldest_waiter_and_a_dead_waiter_costs_o
     let released_at = Instant::now();
     assert!(held.release().await.unwrap());
     // Marked: b still queues behind it.
-    assert_eq!(get(&server, &key), "pod-9:dead|w");
+    assert_eq!(get(&server, &key), format!("pod-9:dead{}", schema::QUEUED_MARK));
     let err = a.try_lock(&key, LockOptions::new()).await.unwrap_err();
     assert!(matches!(err, LockError::Held { .. }), "{err:?}");
     // The reservation lapses after the hand-off time (the command timeout, 150 ms here) and

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use lock_core::schema;
 use lock_core::{LockClient, LockError, LockOptions, LossReason, distributed_lock};
 use tests::harness::{RedisServer, init_tracing, wait_until};
 
@@ -252,7 +253,7 @@ async fn fencing_exposes_increasing_fences_to_the_body() {
     }
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
     assert!(fences[0] >= 1);
-    assert_eq!(server.cli(&["GET", "{job:fenced:9}:fence"]), fences[5].to_string());
+    assert_eq!(server.cli(&["GET", &schema::fence_key("job:fenced:9")]), fences[5].to_string());
 }
 
 #[distributed_lock(key = "job:per-item:{item}", skip_if_held, client = client)]
@@ -295,8 +296,12 @@ async fn only_the_first_locked_call_of_a_scheduler_run_claims_its_tick() {
     .await;
     assert_eq!(done.load(Ordering::SeqCst), 6);
     assert!(matches!(outcome, Some(TickOutcome::Ran)), "{outcome:?}");
-    assert_eq!(server.cli(&["GET", "{job:loop}:tick"]), tick.to_string());
-    assert_eq!(server.cli(&["EXISTS", "{job:per-item:0}:tick"]), "0", "only the first call claimed a tick");
+    assert_eq!(server.cli(&["GET", &schema::tick_key("job:loop")]), tick.to_string());
+    assert_eq!(
+        server.cli(&["EXISTS", &schema::tick_key("job:per-item:0")]),
+        "0",
+        "only the first call claimed a tick"
+    );
 
     // The same tick on another replica: its first call finds the tick claimed and skips.
     let other = AtomicU32::new(0);

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use lock_core::{LockClient, LockError, LockOptions};
+use lock_core::{LockClient, LockError, LockOptions, schema};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use scheduler::{Job, RunOutcome, Scheduler};
 use tests::harness::{RedisServer, init_tracing};
@@ -115,9 +115,9 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
     let key = "lock:unclaimed";
     let guard = a.acquire(key, LockOptions::new()).await.expect("acquired");
     let now_ms = server.cli(&["TIME"]).lines().next().expect("seconds").parse::<u64>().expect("int") * 1000;
-    let (queue, tickets) = ("{lock:unclaimed}:waiters", "{lock:unclaimed}:waiters:until");
+    let (queue, tickets) = (&schema::queue_key(key), &schema::tickets_key(key));
     // Killed a moment ago: its liveness key has not expired yet, so nobody can tell it is dead.
-    server.cli(&["SET", "lock-client:pod-9:abcdef012345", "1", "PX", "60000"]);
+    server.cli(&["SET", &schema::liveness_key("pod-9:abcdef012345"), "1", "PX", "60000"]);
     for dead in [
         "pod-9:abcdef012345:00000000-0000-4000-8000-000000000001",
         "pod-9:abcdef012345:00000000-0000-4000-8000-000000000002",

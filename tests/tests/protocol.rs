@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use lock_core::schema;
 use lock_core::{LockClient, LockError, LockOptions, LossReason};
 use tests::harness::{RedisServer, init_tracing, wait_until};
 
@@ -29,10 +30,9 @@ fn get(server: &RedisServer, key: &str) -> String {
     server.cli(&["GET", key])
 }
 
-/// The holder's token: the key's value without the `|w` mark it carries while others queue.
+/// The holder's token: the key's value without the queue mark it carries while others queue.
 fn holder_token(server: &RedisServer, key: &str) -> String {
-    let value = get(server, key);
-    value.strip_suffix("|w").map(str::to_owned).unwrap_or(value)
+    schema::unmarked(&get(server, key)).to_owned()
 }
 
 /// Calls of each command since the last `CONFIG RESETSTAT`, script-internal ones included.
@@ -134,7 +134,9 @@ async fn nobody_barges_in_while_a_lock_is_handed_over() {
         async move { b.acquire(key, LockOptions::new().wait(Duration::from_secs(10))).await }
     });
     assert!(
-        wait_until(Duration::from_secs(2), || server.cli(&["LLEN", "{lock:nobarge}:waiters"]) == "1").await
+        wait_until(Duration::from_secs(2), || server.cli(&["LLEN", &schema::queue_key("lock:nobarge")])
+            == "1")
+        .await
     );
     // Fail-fast callers racing the release never get the lock ahead of the waiter.
     let racers: Vec<_> = (0..10)
@@ -161,11 +163,9 @@ async fn a_handed_over_lock_is_reserved_for_as_long_as_its_waiter_asked() {
     // The releasing client's own hand-off time (its command timeout, 300 ms) must not matter:
     // the waiter trusts the reservation for the time it put in its queue entry.
     let a = client(&server, "pod-1");
-    for (key, queue, tickets) in [
-        ("lock:reserve", "{lock:reserve}:waiters", "{lock:reserve}:waiters:until"),
-        // A hash-tagged key keeps its tag: the script must find the same queue keys.rs names.
-        ("lock:{order-7}:reserve", "lock:{order-7}:reserve:waiters", "lock:{order-7}:reserve:waiters:until"),
-    ] {
+    // A hash-tagged key keeps its tag: the script must use the queue the schema names.
+    for key in ["lock:reserve", "lock:{order-7}:reserve"] {
+        let (queue, tickets) = (&schema::queue_key(key), &schema::tickets_key(key));
         let held = a.try_lock(key, LockOptions::new()).await.unwrap();
         // A waiter of another client (not running: nothing confirms or extends the hand-off).
         let waiter = "pod-9:abcdef012345:0b5e3c9a-4c1e-4d5f-9a0b-1c2d3e4f5a6b";
@@ -174,7 +174,7 @@ async fn a_handed_over_lock_is_reserved_for_as_long_as_its_waiter_asked() {
         server.cli(&["ZADD", tickets, &(now_ms + 60_000).to_string(), waiter]);
         server.cli(&["RPUSH", queue, &format!("5000|{waiter}")]);
         // What a queueing waiter's script does to the holder's value: the release hands over.
-        server.cli(&["SET", key, &format!("{}|w", held.token()), "KEEPTTL"]);
+        server.cli(&["SET", key, &format!("{}{}", held.token(), schema::QUEUED_MARK), "KEEPTTL"]);
         assert!(held.release().await.unwrap());
         assert_eq!(get(&server, key), waiter, "handed to the queued waiter");
         let pttl: u64 = server.cli(&["PTTL", key]).parse().unwrap();
@@ -185,8 +185,9 @@ async fn a_handed_over_lock_is_reserved_for_as_long_as_its_waiter_asked() {
         assert_eq!(server.cli(&["LLEN", queue]), "0", "popped");
         // The ticket went; the zset keeps the hand-off's record for the waiter's client, scored
         // with the reservation's deadline (a lapse makes the queue skip that client's tickets).
-        assert_eq!(server.cli(&["ZRANGE", tickets, "0", "-1"]), "@abcdef012345");
-        let record: u64 = server.cli(&["ZSCORE", tickets, "@abcdef012345"]).parse().unwrap();
+        let record_member = schema::handoff_record("abcdef012345");
+        assert_eq!(server.cli(&["ZRANGE", tickets, "0", "-1"]), record_member);
+        let record: u64 = server.cli(&["ZSCORE", tickets, &record_member]).parse().unwrap();
         assert!((now_ms + 4000..=now_ms + 6000).contains(&record), "{record} vs {now_ms}");
     }
 }
@@ -230,7 +231,11 @@ async fn a_crashed_holders_lock_is_taken_over_within_the_liveness_ttl() {
     });
     // Alive: the holder keeps it (its liveness key is renewed) well past its liveness TTL.
     assert!(!wait_until(3 * liveness, || holder_token(&server, "lock:crash-wait") != token).await);
-    assert_eq!(get(&server, "lock:crash-wait"), format!("{token}|w"), "marked: someone queues behind it");
+    assert_eq!(
+        get(&server, "lock:crash-wait"),
+        format!("{token}{}", schema::QUEUED_MARK),
+        "marked: someone queues behind it"
+    );
     holder.kill().expect("kill -9 the holder");
     holder.wait().unwrap();
     let killed = Instant::now();
@@ -273,7 +278,7 @@ async fn a_client_whose_liveness_key_is_gone_loses_its_locks_and_starts_afresh()
     let a = client_with(&server, "pod-1", Duration::from_millis(100), Duration::from_millis(600));
     let guard = a.acquire("lock:alive", LockOptions::new()).await.unwrap();
     let owner = guard.token().rsplit_once(':').unwrap().0.to_owned();
-    let liveness_key = format!("lock-client:{owner}");
+    let liveness_key = schema::liveness_key(&owner);
     assert_eq!(server.cli(&["EXISTS", &liveness_key]), "1");
     assert!(a.stats().liveness_renewals == 0 || guard.is_held());
     // As if the process had stalled past the TTL: the key is gone; the next renewal sees it.
@@ -343,19 +348,22 @@ async fn fence_counters_expire_yet_fences_keep_increasing() {
     let mut fences = Vec::new();
     for round in 0..3 {
         let client = if round % 2 == 0 { &a } else { &b };
-        let guard = client.acquire("lock:fence", fenced.clone()).await.unwrap();
+        let guard = client.acquire("lock:fencing", fenced.clone()).await.unwrap();
         fences.push(guard.fence().unwrap());
-        let pttl: i64 = server.cli(&["PTTL", "{lock:fence}:fence"]).parse().unwrap();
+        let pttl: i64 = server.cli(&["PTTL", &schema::fence_key("lock:fencing")]).parse().unwrap();
         assert!(pttl > 0 && pttl <= 200, "the counter expires: {pttl}");
         assert!(guard.release().await.unwrap());
         // The counter's own expiry passes before the next acquisition.
         assert!(
-            wait_until(Duration::from_secs(2), || server.cli(&["EXISTS", "{lock:fence}:fence"]) == "0").await
+            wait_until(Duration::from_secs(2), || server
+                .cli(&["EXISTS", &schema::fence_key("lock:fencing")])
+                == "0")
+            .await
         );
     }
     // A counter ahead of the clock (many acquisitions within a microsecond) counts on.
-    server.cli(&["SET", "{lock:fence}:fence", "4999999999999999"]);
-    let guard = a.acquire("lock:fence", fenced.clone()).await.unwrap();
+    server.cli(&["SET", &schema::fence_key("lock:fencing"), "4999999999999999"]);
+    let guard = a.acquire("lock:fencing", fenced.clone()).await.unwrap();
     fences.push(guard.fence().unwrap());
     assert_eq!(fences.last(), Some(&5_000_000_000_000_000));
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "strictly increasing: {fences:?}");
@@ -390,5 +398,5 @@ async fn a_tick_beyond_exact_lua_numbers_is_rejected() {
     assert!(err.to_string().contains("2^53"), "{err}");
     let ran = a.run_tick("lock:job", 1_700_000_000_000, LockOptions::new(), async { 7 }).await.unwrap();
     assert_eq!(ran, lock_core::tick::TickRun::Ran(7));
-    assert_eq!(server.cli(&["GET", "{lock:job}:tick"]), "1700000000000");
+    assert_eq!(server.cli(&["GET", &schema::tick_key("lock:job")]), "1700000000000");
 }

@@ -127,7 +127,11 @@ async fn three_replicas_on_tokio_cron_scheduler_run_each_tick_once() {
         assert!((0..1000).contains(&run.lateness_ms), "tick {tick}: {run:?}");
     }
     let last = runs.keys().next_back().copied().expect("runs");
-    let claimed: i64 = server.cli(&["GET", "{lock:tcs-every-second}:tick"]).trim().parse().expect("a tick");
+    let claimed: i64 = server
+        .cli(&["GET", &lock_core::schema::tick_key("lock:tcs-every-second")])
+        .trim()
+        .parse()
+        .expect("a tick");
     assert!(claimed >= last, "{claimed} < {last}");
     // Every replica competed; which one wins a tick is up to timing.
     let winners: std::collections::BTreeSet<&str> =

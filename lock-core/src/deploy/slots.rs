@@ -89,7 +89,7 @@ mod tests {
         // Values from CLUSTER KEYSLOT.
         assert_eq!(slot(b"foo"), 12182);
         assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
-        assert_eq!(slot(b"lock:a"), slot(b"{lock:a}:fence"));
+        assert_eq!(slot(b"lock:a"), slot(crate::schema::fence_key("lock:a").as_bytes()));
         assert_eq!(slot(b"a{}b"), crc16(b"a{}b") % SLOTS);
         assert_eq!(slot(b"123456789"), 0x31C3 % SLOTS);
     }

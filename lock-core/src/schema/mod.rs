@@ -17,6 +17,8 @@
 //! tag (`{lock:a}:fence`), or, when the key already has a tag, the key itself plus the suffix
 //! (`lock:{order}:1:fence`).
 
+#[cfg(test)]
+mod script_tests;
 pub(crate) mod scripts;
 
 #[doc(hidden)]

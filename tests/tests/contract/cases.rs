@@ -148,8 +148,9 @@ pub(crate) async fn hand_off_to_another_client(d: &Deployment) {
     assert!(wait_until(Duration::from_secs(5), || b.stats().waiters_on(&key) == 1).await, "b waits");
     // Queued on the server too (the script's ticket), not only locally.
     assert!(
-        wait_until(Duration::from_secs(5), || d.cli(&key, &["LLEN", &format!("{{{key}}}:waiters")]) == "1")
-            .await,
+        wait_until(Duration::from_secs(5), || d.cli(&key, &["LLEN", &lock_core::schema::queue_key(&key)])
+            == "1")
+        .await,
         "b's ticket is in the queue"
     );
     let released = Instant::now();

@@ -117,11 +117,11 @@ impl Deployment {
         }
     }
 
-    /// The holder's token in `key` (its value without the `|w` mark it carries while others
+    /// The holder's token in `key` (its value without the queue mark it carries while others
     /// queue behind the holder), `None` when it does not exist.
     pub(crate) fn get(&self, key: &str) -> Option<String> {
         let value = Some(self.cli(key, &["GET", key])).filter(|v| v != "(nil)" && !v.is_empty())?;
-        Some(value.strip_suffix("|w").map(str::to_owned).unwrap_or(value))
+        Some(lock_core::schema::unmarked(&value).to_owned())
     }
 
     /// The remaining time to live of `key` in ms (`-2`: no such key).

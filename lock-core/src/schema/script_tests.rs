@@ -1,0 +1,350 @@
+//! Each Lua script against a real redis-server, for its edge cases: the contract between the
+//! Rust side (names from this module, arguments) and the Lua side, tested in one place.
+
+use deadpool_redis::redis::{Connection, Value};
+use redis_fixture::RedisServer;
+
+use super::scripts::{ABANDON, ACQUIRE, EXTEND, RELEASE};
+use super::*;
+
+const LEASE: u64 = 30_000;
+const HANDOFF: u64 = 2_000;
+const TICKET: u64 = 3_000;
+
+/// Tokens of two clients (client ids `aaaaaaaaaaaa` and `bbbbbbbbbbbb`).
+fn token(client: char, n: u32) -> String {
+    format!("pod-{client}:{}:00000000-0000-4000-8000-{n:012}", client.to_string().repeat(12))
+}
+
+struct Redis {
+    server: RedisServer,
+    con: Connection,
+}
+
+impl Redis {
+    fn start() -> Self {
+        let server = RedisServer::start();
+        let con = server.connection();
+        Redis { server, con }
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
+        self.server.cli(args)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.cli(&["TIME"]).lines().next().and_then(|s| s.parse::<u64>().ok()).expect("TIME") * 1000
+    }
+
+    /// ACQUIRE for `token` on `key`: fenced or not, with a tick, waiting (a ticket) or not.
+    fn acquire(
+        &mut self,
+        key: &str,
+        token: &str,
+        fencing: bool,
+        tick: Option<i64>,
+        waits: bool,
+    ) -> Vec<Value> {
+        let mut call = ACQUIRE.key(key);
+        call.key(queue_key(key)).key(tickets_key(key));
+        if fencing || tick.is_some() {
+            call.key(fence_key(key));
+        }
+        if tick.is_some() {
+            call.key(tick_key(key)).key(tick_claimant_key(key));
+        }
+        call.arg(token)
+            .arg(LEASE)
+            .arg(if fencing { "1" } else { "0" })
+            .arg(tick.map(|t| t.to_string()).unwrap_or_default())
+            .arg(if waits { TICKET } else { 0 })
+            .arg(HANDOFF)
+            .arg("PUBLISH")
+            .arg(release_channel_prefix(key))
+            .arg(TICK_TTL.as_millis() as u64);
+        call.invoke(&mut self.con).expect("acquire script")
+    }
+
+    fn release(&mut self, key: &str, token: &str, keep_ms: u64, takeover: bool) -> Value {
+        RELEASE
+            .key(key)
+            .key(queue_key(key))
+            .key(tickets_key(key))
+            .arg(token)
+            .arg(keep_ms)
+            .arg("PUBLISH")
+            .arg(release_channel_prefix(key))
+            .arg(if takeover { "1" } else { "0" })
+            .invoke(&mut self.con)
+            .expect("release script")
+    }
+
+    fn abandon(&mut self, key: &str, token: &str) -> Value {
+        ABANDON
+            .key(key)
+            .key(queue_key(key))
+            .key(tickets_key(key))
+            .arg(token)
+            .arg(queue_entry(token, HANDOFF))
+            .arg("PUBLISH")
+            .arg(release_channel_prefix(key))
+            .invoke(&mut self.con)
+            .expect("abandon script")
+    }
+
+    fn extend(&mut self, key: &str, token: &str) -> i64 {
+        EXTEND.key(key).arg(token).arg(LEASE).invoke(&mut self.con).expect("extend script")
+    }
+
+    /// Queues `token` as a waiter with a ticket lapsing `ticket_ms` from now (negative: lapsed).
+    fn queue(&mut self, key: &str, token: &str, ticket_ms: i64) {
+        let until = self.now_ms() as i64 + ticket_ms;
+        self.cli(&["RPUSH", &queue_key(key), &queue_entry(token, HANDOFF)]);
+        self.cli(&["ZADD", &tickets_key(key), &until.to_string(), token]);
+        self.cli(&["PEXPIRE", &queue_key(key), "60000"]);
+        self.cli(&["PEXPIRE", &tickets_key(key), "60000"]);
+    }
+
+    fn queued(&self, key: &str) -> Vec<String> {
+        self.cli(&["LRANGE", &queue_key(key), "0", "-1"])
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|e| token_of_entry(e).to_owned())
+            .collect()
+    }
+}
+
+fn ints(values: &[Value]) -> Vec<i64> {
+    values.iter().map(|v| if let Value::Int(n) = v { *n } else { -99 }).collect()
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[test]
+fn acquire_takes_refuses_queues_marks_and_fences() {
+    let mut r = Redis::start();
+    let (a, b) = (token('a', 1), token('b', 1));
+    let key = "lock:s";
+    // Free: taken, no mark, nothing queued.
+    assert_eq!(ints(&r.acquire(key, &a, false, None, false)), [1, 0, 0]);
+    assert_eq!(r.cli(&["GET", key]), a);
+    // Held, fail fast: refused with the holder and its PTTL; not queued, not marked.
+    let held = r.acquire(key, &b, false, None, false);
+    assert_eq!(ints(&held)[0], 0);
+    assert!((1..=LEASE as i64).contains(&ints(&held)[1]));
+    assert_eq!(text(&held[2]), a);
+    assert_eq!(r.cli(&["GET", key]), a, "a fail-fast caller does not mark");
+    // Held, waiting: queued with its ticket, the holder marked, expiries set.
+    assert_eq!(ints(&r.acquire(key, &b, false, None, true))[0], 0);
+    assert_eq!(r.cli(&["GET", key]), format!("{a}{QUEUED_MARK}"));
+    assert_eq!(r.queued(key), [b.as_str()]);
+    let pttl: i64 = r.cli(&["PTTL", &tickets_key(key)]).parse().unwrap();
+    assert!(pttl > 0 && pttl <= TICKET as i64, "{pttl}");
+    // A second try refreshes the ticket, never queues twice.
+    r.acquire(key, &b, false, None, true);
+    assert_eq!(r.queued(key), [b.as_str()]);
+    // A key holding the caller's token (a hand-off, or a lost reply) is the caller's: acquired,
+    // its lease reset, out of the queue.
+    r.cli(&["SET", key, &b, "PX", "100"]);
+    assert_eq!(ints(&r.acquire(key, &b, false, None, true))[0], 1);
+    assert!(r.cli(&["PTTL", key]).parse::<i64>().unwrap() > 1000, "lease reset");
+    assert!(r.queued(key).is_empty());
+    assert_eq!(r.cli(&["ZSCORE", &tickets_key(key), &b]), "(nil)");
+    // Fences: at least the server time in µs, strictly increasing, expiring with the lease.
+    let key = "lock:fenced";
+    let first = ints(&r.acquire(key, &a, true, None, false))[1];
+    assert!(first as u64 >= r.now_ms() * 1000 - 5_000_000, "floored by server time: {first}");
+    r.cli(&["DEL", key]);
+    let second = ints(&r.acquire(key, &a, true, None, false))[1];
+    assert!(second > first);
+    assert!(r.cli(&["PTTL", &fence_key(key)]).parse::<i64>().unwrap() > 0, "the counter expires");
+}
+
+#[test]
+fn acquire_claims_a_tick_once_and_recognises_its_own_lost_reply() {
+    let mut r = Redis::start();
+    let (a, b) = (token('a', 1), token('b', 1));
+    let key = "lock:job";
+    assert_eq!(ints(&r.acquire(key, &a, false, Some(60_000), false))[0], 1);
+    assert_eq!(r.cli(&["GET", &tick_key(key)]), "60000");
+    assert_eq!(r.cli(&["GET", &tick_claimant_key(key)]), a);
+    let ttl: u64 = r.cli(&["PTTL", &tick_key(key)]).parse().unwrap();
+    assert!(ttl > TICK_TTL.as_millis() as u64 - 60_000, "kept for TICK_TTL: {ttl}");
+    // The same send again (its reply was lost): still ours.
+    assert_eq!(ints(&r.acquire(key, &a, false, Some(60_000), false))[0], 1);
+    // Another caller, once the lock is free: the tick is done.
+    r.cli(&["DEL", key]);
+    assert_eq!(ints(&r.acquire(key, &b, false, Some(60_000), false)), [2, 60_000, 0]);
+    // An older slot is done too; a later one is claimed.
+    assert_eq!(ints(&r.acquire(key, &b, false, Some(1_000), false))[0], 2);
+    assert_eq!(ints(&r.acquire(key, &b, false, Some(120_000), false))[0], 1);
+    // Handed the key but the tick was claimed meanwhile: told so, with `ours`.
+    r.cli(&["SET", key, &a, "PX", "5000"]);
+    assert_eq!(ints(&r.acquire(key, &a, false, Some(120_000), false)), [2, 120_000, 1]);
+}
+
+#[test]
+fn a_free_key_goes_to_the_oldest_live_waiter_not_to_a_newcomer() {
+    let mut r = Redis::start();
+    let key = "lock:fifo";
+    let (w1, w2, newcomer) = (token('b', 1), token('b', 2), token('a', 9));
+    r.queue(key, &token('b', 0), -1000); // lapsed ticket: dropped on the way
+    r.queue(key, &w1, 10_000);
+    r.queue(key, &w2, 10_000);
+    // A waiting newcomer finds the key free but hands it to the oldest live waiter, and queues.
+    let reply = r.acquire(key, &newcomer, false, None, true);
+    assert_eq!(ints(&reply)[0], 0);
+    assert_eq!(ints(&reply)[1], HANDOFF as i64);
+    assert_eq!(text(&reply[2]), w1);
+    assert_eq!(r.cli(&["GET", key]), format!("{w1}{QUEUED_MARK}"), "reserved, marked: others queue");
+    assert_eq!(r.queued(key), [w2.clone(), newcomer.clone()]);
+    let record: i64 = r.cli(&["ZSCORE", &tickets_key(key), &handoff_record("bbbbbbbbbbbb")]).parse().unwrap();
+    assert!(record > r.now_ms() as i64, "the reservation's deadline is recorded: {record}");
+    // The caller at the head of the queue takes a free key itself.
+    r.cli(&["DEL", key]);
+    r.abandon(key, &w2);
+    assert_eq!(r.queued(key), [newcomer.as_str()]);
+    assert_eq!(ints(&r.acquire(key, &newcomer, false, None, true))[0], 1);
+    assert!(r.queued(key).is_empty());
+    assert_eq!(r.cli(&["GET", key]), newcomer);
+}
+
+#[test]
+fn a_lapsed_reservation_skips_that_clients_other_tickets_once_counted() {
+    let mut r = Redis::start();
+    let key = "lock:lapsed";
+    let (dead1, dead2, live) = (token('b', 1), token('b', 2), token('a', 1));
+    r.queue(key, &dead1, 10_000);
+    r.queue(key, &dead2, 10_000);
+    r.queue(key, &live, 10_000);
+    // A reservation for client b that ran out untaken.
+    r.cli(&["ZADD", &tickets_key(key), &(r.now_ms() - 10).to_string(), &handoff_record("bbbbbbbbbbbb")]);
+    // The free key skips both of b's tickets (one lapse counted) and the live waiter, at the head
+    // now, takes it.
+    let reply = r.acquire(key, &live, false, None, true);
+    assert_eq!(ints(&reply), [1, 0, 1]);
+    assert!(r.queued(key).is_empty());
+    // Counted once: the record is kept negative, so b's later tickets are skipped, uncounted...
+    let record: i64 = r.cli(&["ZSCORE", &tickets_key(key), &handoff_record("bbbbbbbbbbbb")]).parse().unwrap();
+    assert!(record < 0, "{record}");
+    r.queue(key, &dead1, 10_000);
+    r.cli(&["SET", key, &format!("{live}{QUEUED_MARK}"), "PX", "5000"]);
+    assert_eq!(r.release(key, &live, 0, false), Value::Int(1), "nobody to hand to, no new count");
+    assert_eq!(r.cli(&["EXISTS", key]), "0");
+    // ...until b shows it is alive: a new ticket of b clears the record.
+    let b3 = token('b', 3);
+    r.cli(&["SET", key, &live, "PX", "5000"]);
+    r.acquire(key, &b3, false, None, true);
+    assert_eq!(r.cli(&["ZSCORE", &tickets_key(key), &handoff_record("bbbbbbbbbbbb")]), "(nil)");
+}
+
+#[test]
+fn release_deletes_hands_over_keeps_and_checks_the_owner() {
+    let mut r = Redis::start();
+    let (a, b, c) = (token('a', 1), token('b', 1), token('c', 1));
+    let key = "lock:r";
+    r.cli(&["SET", key, &a, "PX", "30000"]);
+    assert_eq!(r.release(key, &b, 0, false), Value::Int(0), "not the owner");
+    assert_eq!(r.cli(&["GET", key]), a);
+    assert_eq!(r.release(key, &a, 0, false), Value::Int(1));
+    assert_eq!(r.cli(&["EXISTS", key]), "0", "the bare path deletes");
+    // Within a minimum hold: kept as `<token>:released` for the rest of it.
+    r.cli(&["SET", key, &a, "PX", "30000"]);
+    assert_eq!(r.release(key, &a, 700, false), Value::Int(1));
+    assert_eq!(r.cli(&["GET", key]), format!("{a}{RELEASED_SUFFIX}"));
+    assert!(r.cli(&["PTTL", key]).parse::<i64>().unwrap() <= 700);
+    assert_eq!(r.extend(key, &a), 0, "no renewal stretches a released hold");
+    // Marked: handed to the oldest live waiter, for the hand-off time it named.
+    r.cli(&["SET", key, &format!("{a}{QUEUED_MARK}"), "PX", "30000"]);
+    r.queue(key, &b, 10_000);
+    r.queue(key, &c, 10_000);
+    assert_eq!(r.release(key, &a, 0, false), Value::Int(1));
+    assert_eq!(r.cli(&["GET", key]), format!("{b}{QUEUED_MARK}"));
+    assert!(r.cli(&["PTTL", key]).parse::<u64>().unwrap() <= HANDOFF);
+    assert_eq!(r.queued(key), [c.as_str()]);
+    // The last waiter gets it unmarked; with nobody left the key is deleted.
+    assert_eq!(r.release(key, &b, 0, false), Value::Int(1));
+    assert_eq!(r.cli(&["GET", key]), c);
+    r.cli(&["SET", key, &format!("{c}{QUEUED_MARK}"), "PX", "30000"]);
+    assert_eq!(r.release(key, &c, 0, false), Value::Int(1));
+    assert_eq!(r.cli(&["EXISTS", key]), "0");
+}
+
+#[test]
+fn a_take_over_does_not_exempt_the_dead_holders_client() {
+    let mut r = Redis::start();
+    let key = "lock:t";
+    let (dead_holder, dead_waiter, live) = (token('b', 1), token('b', 2), token('a', 1));
+    r.cli(&["SET", key, &format!("{dead_holder}{QUEUED_MARK}"), "PX", "30000"]);
+    r.queue(key, &dead_waiter, 10_000);
+    r.queue(key, &live, 10_000);
+    r.cli(&["ZADD", &tickets_key(key), &(r.now_ms() - 10).to_string(), &handoff_record("bbbbbbbbbbbb")]);
+    // The holder's own release would trust its client's waiters; a take-over does not.
+    assert_eq!(r.release(key, &dead_holder, 0, true), Value::Array(vec![Value::Int(1), Value::Int(1)]));
+    assert_eq!(r.cli(&["GET", key]), live);
+}
+
+#[test]
+fn abandon_leaves_the_queue_and_passes_a_reservation_on() {
+    let mut r = Redis::start();
+    let key = "lock:a";
+    let (holder, leaver, next) = (token('a', 1), token('b', 1), token('c', 1));
+    r.cli(&["SET", key, &format!("{holder}{QUEUED_MARK}"), "PX", "30000"]);
+    r.queue(key, &leaver, 10_000);
+    r.queue(key, &next, 10_000);
+    // Not holding: just out of the queue.
+    assert_eq!(r.abandon(key, &leaver), Value::Array(vec![Value::Int(0), Value::Int(0)]));
+    assert_eq!(r.queued(key), [next.as_str()]);
+    // Reserved for it (a release handed over just now): passed on in the same call.
+    r.queue(key, &leaver, 10_000);
+    r.cli(&["SET", key, &format!("{leaver}{QUEUED_MARK}"), "PX", "2000"]);
+    assert_eq!(r.abandon(key, &leaver), Value::Array(vec![Value::Int(1), Value::Int(0)]));
+    assert_eq!(r.cli(&["GET", key]), next);
+    assert!(r.queued(key).is_empty());
+    // Holding with nobody queued: freed.
+    assert_eq!(r.abandon(key, &next), Value::Array(vec![Value::Int(1), Value::Int(0)]));
+    assert_eq!(r.cli(&["EXISTS", key]), "0");
+}
+
+#[test]
+fn extend_renews_only_its_own_key_and_never_creates_one() {
+    let mut r = Redis::start();
+    let (a, b) = (token('a', 1), token('b', 1));
+    let key = "lock:e";
+    assert_eq!(r.extend(key, &a), 0);
+    assert_eq!(r.cli(&["EXISTS", key]), "0", "never resurrected");
+    r.cli(&["SET", key, &format!("{a}{QUEUED_MARK}"), "PX", "100"]);
+    assert_eq!(r.extend(key, &a), 1, "marked or not");
+    assert!(r.cli(&["PTTL", key]).parse::<i64>().unwrap() > 1000);
+    assert_eq!(r.extend(key, &b), 0);
+}
+
+/// The markers the Lua spells are the ones this module names.
+#[test]
+fn the_scripts_spell_the_markers_of_this_module() {
+    for (name, lua) in [
+        ("acquire", lua::ACQUIRE),
+        ("release", lua::RELEASE),
+        ("abandon", lua::ABANDON),
+        ("extend", lua::EXTEND),
+    ] {
+        assert!(lua.contains(&format!("'{QUEUED_MARK}'")), "{name} checks the queue mark");
+        assert!(!lua.contains("lock-client:"), "{name}: a liveness key is never a script's business");
+    }
+    assert!(lua::RELEASE.contains(&format!("'{RELEASED_SUFFIX}'")));
+    assert!(lua::ACQUIRE.contains(&format!("'{}'", HANDOFF_RECORD)));
+    // Every script reads its keys from KEYS: none builds a key name from a suffix.
+    for suffix in [FENCE, TICK, QUEUE, TICKETS, RELEASED] {
+        for lua in [lua::ACQUIRE, lua::RELEASE, lua::ABANDON, lua::EXTEND] {
+            assert!(
+                !lua.contains(&format!("'{suffix}'")) && !lua.contains(&format!("':{suffix}")),
+                "{suffix}"
+            );
+        }
+    }
+}
