@@ -49,7 +49,8 @@ impl LockGuard {
         &self.state.key
     }
 
-    /// The owner token stored in Redis: `"<instance-id>:<uuid>"`.
+    /// The owner token stored in Redis: `"<instance-id>:<client id>:<uuid>"` (see
+    /// [`schema::owner_of`](crate::schema::owner_of)); its owner part names the client's liveness key.
     pub fn token(&self) -> &str {
         &self.state.token
     }

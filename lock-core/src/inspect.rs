@@ -3,7 +3,7 @@
 //! points are [`LockClient::inspect`](crate::LockClient::inspect),
 //! [`LockClient::list_locks`](crate::LockClient::list_locks) and
 //! [`LockClient::force_unlock`](crate::LockClient::force_unlock); this module holds what they
-//! return, and reads the keys of [`schema`](crate::schema). Nothing here is needed to take or
+//! return, and reads the keys of `crate::schema`. Nothing here is needed to take or
 //! release locks.
 //!
 //! ```no_run
@@ -73,7 +73,7 @@ pub struct Handoff {
     pub lapsed: bool,
 }
 
-/// One lock's state, as [`read`] found it.
+/// One lock's state, as [`LockClient::inspect`](crate::LockClient::inspect) found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockInfo {
@@ -105,13 +105,13 @@ impl LockInfo {
     }
 }
 
-/// A lock found by [`list`].
+/// A lock found by [`LockClient::list_locks`](crate::LockClient::list_locks).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockSummary {
     /// The lock key.
     pub key: String,
-    /// Its holder (liveness not checked: see [`read`]).
+    /// Its holder (liveness not checked: see [`LockClient::inspect`](crate::LockClient::inspect)).
     pub holder: Holder,
     /// Its remaining expiry.
     pub ttl: Option<Duration>,

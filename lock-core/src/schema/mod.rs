@@ -5,7 +5,7 @@
 //!
 //! | name | what |
 //! |---|---|
-//! | `<key>` | the owner token ([`new_token`]'s format), with a PX expiry; ends in [`QUEUED_MARK`] while callers queue behind the holder; [`RELEASED_SUFFIX`] appended while kept for a minimum hold after release |
+//! | `<key>` | the owner token (`<instance>:<client id>:<uuid>`, see [`owner_of`]), with a PX expiry; ends in [`QUEUED_MARK`] while callers queue behind the holder; [`RELEASED_SUFFIX`] appended while kept for a minimum hold after release |
 //! | [`fence_key`] | the fencing counter |
 //! | [`tick_key`], [`tick_claimant_key`] | the last claimed scheduler tick, and the token that claimed it |
 //! | [`queue_key`] | the queue of waiters: a list of [`queue_entry`]s, oldest first |
@@ -190,7 +190,7 @@ pub(crate) fn new_token(owner: &str, lock_id: uuid::Uuid) -> String {
     token
 }
 
-/// The owner (`<instance>:<client id>`) of a token in [`new_token`]'s format, or `None` for a
+/// The owner (`<instance>:<client id>`) of an owner token (`<instance>:<client id>:<uuid>`), or `None` for a
 /// value lock-core did not write.
 pub fn owner_of(token: &str) -> Option<&str> {
     let (owner, lock_id) = token.rsplit_once(':')?;
