@@ -213,6 +213,18 @@ mod tests {
     }
 
     #[test]
+    fn drift_leaves_a_margin_before_every_lease_ends() {
+        assert_eq!(drift(Duration::from_secs(1)), Duration::from_millis(12));
+        assert_eq!(drift(Duration::from_secs(30)), Duration::from_millis(302));
+        for lease in
+            [MIN_LEASE, Duration::from_millis(100), Duration::from_secs(30), Duration::from_secs(86_400)]
+        {
+            let trusted = lease.saturating_sub(drift(lease));
+            assert!(trusted < lease && !trusted.is_zero(), "{lease:?}: trusted for {trusted:?}");
+        }
+    }
+
+    #[test]
     fn millis_round_up() {
         assert_eq!(millis(Duration::from_micros(1500), "x").unwrap(), 2);
         assert_eq!(millis(Duration::from_secs(3), "x").unwrap(), 3000);

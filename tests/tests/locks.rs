@@ -195,11 +195,11 @@ async fn a_crashed_holders_lock_expires_within_its_lease() {
     let token = line.trim().strip_prefix("acquired ").expect("acquired line").to_owned();
     assert!(token.starts_with("crashing-holder:"));
     // The holder's watchdog keeps it alive well past one lease.
-    let acquired = Instant::now();
     assert!(
-        !wait_until(Duration::from_millis(3 * lease_ms), || get(&server, &k("lock:crash")) != token).await
+        !wait_until(Duration::from_millis(3 * lease_ms), || get(&server, &k("lock:crash")) != token).await,
+        "renewed while the holder lives"
     );
-    assert!(acquired.elapsed() >= Duration::from_millis(3 * lease_ms));
+    assert!(server.cli(&["PTTL", &k("lock:crash")]).parse::<i64>().unwrap() > 0, "and still expiring");
 
     holder.kill().expect("kill -9 the holder");
     holder.wait().unwrap();
@@ -274,15 +274,22 @@ async fn lost_resolves_when_redis_stalls_past_the_deadline() {
     let server = RedisServer::start();
     let lease = Duration::from_millis(600);
     let a = client_with(&server, "pod-1", lease);
+    // The deadline counts from when the acquiring command was sent: Redis cannot expire the key
+    // before `sent + lease`, and the guard stops trusting it before then (lease minus drift).
+    let sent = Instant::now();
     let guard = a.try_lock(&k("lock:stall"), LockOptions::new()).await.unwrap();
     server.pause();
-    let paused = Instant::now();
+    // Renewals cannot reach the frozen server; until its deadline the guard still holds.
+    tokio::time::sleep(lease / 3).await;
+    if sent.elapsed() < lease * 2 / 3 {
+        assert!(guard.is_held(), "held within its deadline");
+    }
+    tokio::time::sleep_until((sent + lease).into()).await;
+    assert!(!guard.is_held(), "no longer trusted by the time the key can expire");
+    // The notification may lag a busy machine's timers, but comes, with the right reason.
     let reason = tokio::time::timeout(Duration::from_secs(3), guard.lost()).await.expect("loss detected");
-    let after = paused.elapsed();
     server.resume();
     assert_eq!(reason, LossReason::Expired);
-    assert!(after <= lease, "detected by the local deadline, within one lease: {after:?}");
-    assert!(!guard.is_held());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -340,11 +347,16 @@ async fn a_waiter_coming_and_going_keeps_one_subscription_and_drops_it_after_the
     let key = k("lock:loop");
     let (holder, waiter) = (client_with(&server, "pod-1", Duration::from_secs(30)), client(&server, "pod-2"));
     let mut waits = 0;
+    let mut last_left = Instant::now();
     for round in 0..40 {
         let guard = holder.try_lock(&key, LockOptions::new()).await.unwrap();
         let waiting = tokio::spawn({
             let (waiter, key) = (waiter.clone(), key.clone());
-            async move { waiter.acquire(&key, LockOptions::new().wait(Duration::from_secs(5))).await }
+            async move {
+                let got = waiter.acquire(&key, LockOptions::new().wait(Duration::from_secs(5))).await;
+                // The wait's registration on the channel is gone by now: the linger starts.
+                (got, Instant::now())
+            }
         });
         // Queued behind the holder (the holder's value is marked), so this is a real wait.
         assert!(
@@ -352,14 +364,14 @@ async fn a_waiter_coming_and_going_keeps_one_subscription_and_drops_it_after_the
             "round {round}: the waiter queued"
         );
         assert!(guard.release().await.unwrap());
-        let got = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
+        let (got, left) = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
         assert!(got.expect("the waiter gets the lock").release().await.unwrap());
+        last_left = left;
         waits += 1;
         // Between waits (well inside the linger) the channel stays subscribed, and only once.
         assert!(release_subscribers(&server, &key) <= 1, "round {round}: one subscription at most");
     }
     assert_eq!(waits, 40);
-    let last_left = Instant::now();
     assert!(
         wait_until(Duration::from_secs(3), || release_subscribers(&server, &key) == 0).await,
         "the subscription goes after the last wait: no leak"

@@ -215,7 +215,8 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
     assert!(counter(&snap, "scheduler_runs_total", &[job_label, "outcome=skipped_paused"]) >= 1);
     assert!(histogram(&snap, "scheduler_run_duration_seconds", &[job_label, "outcome=ran"]).len() >= 2);
     let lag = histogram(&snap, "scheduler_start_lag_seconds", &[job_label]);
-    assert!(lag.len() >= 2 && lag.iter().all(|l| *l >= 0.0), "{lag:?}");
+    // A run starts after its slot, and on a machine this size well within a second of it.
+    assert!(lag.len() >= 2 && lag.iter().all(|l| (0.0..5.0).contains(l)), "{lag:?}");
     assert!(counter(&snap, "lock_acquisitions_total", &["key=lock:metrics-job", "outcome=acquired"]) >= 2);
 
     // The run history has the runs and the paused slot, newest first.

@@ -243,10 +243,10 @@ async fn a_crashed_holders_lock_is_taken_over_within_the_liveness_ttl() {
         tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("taken over").unwrap();
     let guard = guard.expect("the waiter gets the dead holder's lock");
     let after = acquired_at - killed;
-    assert!(
-        after <= liveness + Duration::from_secs(1),
-        "taken over {after:?} after the crash, lease was 30 s"
-    );
+    // The liveness key outlives the kill by at most its TTL; the waiter notices at its next
+    // fallback retry (at most the maximum wait backoff later); plus a margin for a busy machine.
+    let bound = liveness + lock_core::DEFAULT_MAX_WAIT_BACKOFF + Duration::from_secs(1);
+    assert!(after <= bound, "taken over {after:?} after the crash (bound {bound:?}), lease was 30 s");
     assert_eq!(get(&server, "lock:crash-wait"), guard.token());
     assert!(
         server.cli(&["PTTL", "lock:crash-wait"]).parse::<i64>().unwrap() > 20_000,
@@ -280,7 +280,7 @@ async fn a_client_whose_liveness_key_is_gone_loses_its_locks_and_starts_afresh()
     let owner = guard.token().rsplit_once(':').unwrap().0.to_owned();
     let liveness_key = schema::liveness_key(&owner);
     assert_eq!(server.cli(&["EXISTS", &liveness_key]), "1");
-    assert!(a.stats().liveness_renewals == 0 || guard.is_held());
+    assert!(guard.is_held(), "held while the liveness key exists");
     // As if the process had stalled past the TTL: the key is gone; the next renewal sees it.
     server.cli(&["DEL", &liveness_key]);
     let reason = tokio::time::timeout(Duration::from_secs(2), guard.lost()).await.expect("loss is detected");

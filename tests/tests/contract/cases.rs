@@ -87,7 +87,8 @@ pub(crate) async fn expiry(d: &Deployment) {
     let lease = Duration::from_millis(500);
     let taken = Instant::now();
     let guard = a.try_lock(&key, LockOptions::new().lease(lease)).await.expect("a takes it");
-    assert!(d.pttl(&key) <= 500, "the key carries the fixed lease");
+    let pttl = d.pttl(&key);
+    assert!((1..=500).contains(&pttl), "the key carries the fixed lease: {pttl}");
     assert!(
         matches!(b.try_lock(&key, LockOptions::new()).await, Err(LockError::Held { .. })),
         "held while leased"
@@ -196,7 +197,10 @@ pub(crate) async fn crash_takeover(d: &Deployment) {
     let guard = guard.expect("the waiter gets the dead holder's lock");
     let after = acquired_at - killed;
     eprintln!("crash takeover after {after:?}");
-    assert!(after <= LIVENESS_TTL + Duration::from_secs(1), "taken over {after:?} after the crash");
+    // The liveness key outlives the kill by at most its TTL, and the waiter notices at its next
+    // fallback retry, at most the maximum wait backoff later; plus a margin for a busy machine.
+    let bound = LIVENESS_TTL + lock_core::DEFAULT_MAX_WAIT_BACKOFF + Duration::from_secs(1);
+    assert!(after <= bound, "taken over {after:?} after the crash (bound {bound:?})");
     assert_eq!(d.get(&key).as_deref(), Some(guard.token()));
     assert!(guard.release().await.expect("release"));
 }
