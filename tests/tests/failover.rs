@@ -399,7 +399,7 @@ struct FencedStore {
 
 impl FencedStore {
     fn write(&self, fence: u64) -> bool {
-        let mut last = self.last.lock().unwrap();
+        let mut last = self.last.lock().expect("not poisoned");
         let accepted = fence > *last;
         if accepted {
             *last = fence;
