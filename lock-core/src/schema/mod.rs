@@ -62,6 +62,7 @@ const TICK_BY: &str = "tick:by";
 const QUEUE: &str = "waiters";
 const TICKETS: &str = "waiters:until";
 const RELEASED: &str = "released:";
+const READERS: &str = "readers";
 
 /// Checks that `key` can name a lock: not empty, at most [`MAX_KEY_LEN`] bytes, no control
 /// characters, braces only as one Redis Cluster hash tag.
@@ -154,6 +155,17 @@ pub fn tickets_key(key: &str) -> String {
     aux(key, TICKETS)
 }
 
+/// The readers of the read-write lock `name` (zset: reader token -> when its hold lapses, epoch
+/// ms); the writer's token is in `name` itself.
+pub fn readers_key(name: &str) -> String {
+    aux(name, READERS)
+}
+
+/// The member of a semaphore's holders zset (the semaphore's name itself: holder token -> when
+/// its permit lapses) that records the number of permits it was declared with, scored with
+/// minus that number.
+pub const PERMITS_MEMBER: &str = "#permits";
+
 /// The start of the release channels of `key`: `{<key>}:released:`, followed by a client id
 /// (in the key's slot, so a sharded publish from the key's scripts reaches it).
 pub fn release_channel_prefix(key: &str) -> String {
@@ -230,6 +242,12 @@ pub fn unmarked(value: &str) -> &str {
 /// round trip.
 pub fn queue_entry(token: &str, handoff_ms: u64) -> String {
     format!("{handoff_ms}|{token}")
+}
+
+/// A read-write lock reader's entry in [`queue_key`]: `<hand-off ms>r|<token>` (a writer's is a
+/// plain [`queue_entry`]).
+pub fn reader_queue_entry(token: &str, handoff_ms: u64) -> String {
+    format!("{handoff_ms}r|{token}")
 }
 
 /// The token of a [`queue_entry`].

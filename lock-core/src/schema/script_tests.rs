@@ -33,7 +33,10 @@ impl Redis {
     }
 
     fn now_ms(&self) -> u64 {
-        self.cli(&["TIME"]).lines().next().and_then(|s| s.parse::<u64>().ok()).expect("TIME") * 1000
+        let time = self.cli(&["TIME"]);
+        let mut parts = time.lines().map(|s| s.parse::<u64>().expect("TIME"));
+        let (secs, micros) = (parts.next().expect("seconds"), parts.next().expect("microseconds"));
+        secs * 1000 + micros / 1000
     }
 
     /// ACQUIRE for `token` on `key`: fenced or not, with a tick, waiting (a ticket) or not.
@@ -347,4 +350,163 @@ fn the_scripts_spell_the_markers_of_this_module() {
             );
         }
     }
+}
+
+impl Redis {
+    fn sem_acquire(&mut self, name: &str, token: &str, permits: u32, waits: bool) -> Vec<Value> {
+        super::scripts::SEM_ACQUIRE
+            .key(name)
+            .key(queue_key(name))
+            .key(tickets_key(name))
+            .arg(token)
+            .arg(LEASE)
+            .arg(permits)
+            .arg("0")
+            .arg(if waits { TICKET } else { 0 })
+            .arg(HANDOFF)
+            .arg("PUBLISH")
+            .arg(release_channel_prefix(name))
+            .invoke(&mut self.con)
+            .expect("sem_acquire script")
+    }
+
+    fn sem_release(&mut self, name: &str, token: &str, leave: bool) -> Vec<i64> {
+        let values: Vec<Value> = super::scripts::SEM_RELEASE
+            .key(name)
+            .key(queue_key(name))
+            .key(tickets_key(name))
+            .arg(token)
+            .arg(0)
+            .arg("PUBLISH")
+            .arg(release_channel_prefix(name))
+            .arg("0")
+            .arg(if leave { queue_entry(token, HANDOFF) } else { String::new() })
+            .invoke(&mut self.con)
+            .expect("sem_release script");
+        ints(&values)
+    }
+
+    fn sem_count(&mut self, name: &str) -> Vec<i64> {
+        super::scripts::SEM_COUNT.key(name).invoke(&mut self.con).expect("sem_count script")
+    }
+
+    fn rw_acquire(&mut self, name: &str, token: &str, read: bool, waits: bool) -> Vec<Value> {
+        super::scripts::RW_ACQUIRE
+            .key(name)
+            .key(readers_key(name))
+            .key(queue_key(name))
+            .key(tickets_key(name))
+            .arg(token)
+            .arg(LEASE)
+            .arg(if read { "r" } else { "w" })
+            .arg("0")
+            .arg(if waits { TICKET } else { 0 })
+            .arg(HANDOFF)
+            .arg("PUBLISH")
+            .arg(release_channel_prefix(name))
+            .invoke(&mut self.con)
+            .expect("rw_acquire script")
+    }
+
+    fn rw_release(&mut self, name: &str, token: &str, read: bool) -> Vec<i64> {
+        let values: Vec<Value> = super::scripts::RW_RELEASE
+            .key(name)
+            .key(readers_key(name))
+            .key(queue_key(name))
+            .key(tickets_key(name))
+            .arg(token)
+            .arg(if read { "r" } else { "w" })
+            .arg(0)
+            .arg("PUBLISH")
+            .arg(release_channel_prefix(name))
+            .arg("0")
+            .arg("")
+            .invoke(&mut self.con)
+            .expect("rw_release script");
+        ints(&values)
+    }
+
+    fn members(&self, zset: &str) -> Vec<String> {
+        let mut m: Vec<String> = self
+            .cli(&["ZRANGE", zset, "0", "-1"])
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect();
+        m.sort();
+        m
+    }
+}
+
+#[test]
+fn a_semaphore_admits_its_permits_queues_the_rest_and_hands_freed_permits_in_order() {
+    let mut r = Redis::start();
+    let name = "sem:s";
+    let (a, b, c, d) = (token('a', 1), token('b', 1), token('c', 1), token('d', 1));
+    assert_eq!(ints(&r.sem_acquire(name, &a, 2, false))[0], 1);
+    assert_eq!(ints(&r.sem_acquire(name, &b, 2, false))[0], 1);
+    assert_eq!(r.sem_count(name), [2, 2]);
+    // Another count is refused, never a silent over-admission.
+    assert_eq!(ints(&r.sem_acquire(name, &c, 3, false)), [-1, 2]);
+    // Full: refused with the holders; a waiter queues.
+    let full = r.sem_acquire(name, &c, 2, true);
+    assert_eq!(ints(&full)[0], 0);
+    let holders: Vec<String> = full[3..].iter().map(text).collect();
+    assert!(holders.contains(&a) && holders.contains(&b), "{holders:?}");
+    r.sem_acquire(name, &d, 2, true);
+    assert_eq!(r.queued(name), [c.as_str(), d.as_str()]);
+    // A release hands the freed permit to the oldest waiter (a reservation for its hand-off
+    // time), not to a newcomer.
+    assert_eq!(r.sem_release(name, &a, false), [1, 0]);
+    let reserved: u64 = r.cli(&["ZSCORE", name, &c]).parse().unwrap();
+    assert!(reserved <= r.now_ms() + HANDOFF, "reserved for the hand-off time only");
+    assert_eq!(ints(&r.sem_acquire(name, &token('e', 1), 2, false))[0], 0, "no barging");
+    // The waiter confirms: its permit gets the full lease.
+    assert_eq!(ints(&r.sem_acquire(name, &c, 2, true))[0], 1);
+    assert!(r.cli(&["ZSCORE", name, &c]).parse::<u64>().unwrap() > r.now_ms() + HANDOFF);
+    assert_eq!(r.queued(name), [d.as_str()]);
+    // A waiter that gives up leaves the queue.
+    assert_eq!(r.sem_release(name, &d, true), [0, 0]);
+    assert!(r.queued(name).is_empty());
+    // Lapsed permits (a holder that died) are dropped by the next acquirer.
+    r.cli(&["ZADD", name, &(r.now_ms() - 1).to_string(), &b]);
+    assert_eq!(ints(&r.sem_acquire(name, &d, 2, false))[0], 1);
+    assert_eq!(r.sem_count(name), [2, 2]);
+    // Idle again: the declared count goes with the last holder.
+    r.sem_release(name, &c, false);
+    r.sem_release(name, &d, false);
+    assert_eq!(r.cli(&["EXISTS", name]), "0");
+    assert_eq!(r.sem_count(name), [-1, 0]);
+    assert_eq!(ints(&r.sem_acquire(name, &a, 5, false))[0], 1, "a new count once idle");
+    assert!(r.cli(&["PTTL", name]).parse::<i64>().unwrap() > 0, "the holders expire");
+}
+
+#[test]
+fn a_read_write_lock_admits_readers_together_and_a_writer_alone_in_arrival_order() {
+    let mut r = Redis::start();
+    let name = "rw:s";
+    let readers = readers_key(name);
+    let (r1, r2, w1, r3) = (token('a', 1), token('b', 1), token('c', 1), token('d', 1));
+    assert_eq!(ints(&r.rw_acquire(name, &r1, true, false))[0], 1);
+    assert_eq!(ints(&r.rw_acquire(name, &r2, true, false))[0], 1, "readers share");
+    assert_eq!(r.members(&readers).len(), 2);
+    // A writer waits for the readers; a reader that comes after the writer waits behind it.
+    let refused = r.rw_acquire(name, &w1, false, true);
+    assert_eq!(ints(&refused)[0], 0);
+    assert_eq!(ints(&r.rw_acquire(name, &r3, true, true))[0], 0, "no writer starvation");
+    assert_eq!(r.queued(name), [w1.as_str(), r3.as_str()]);
+    // The last reader out hands the lock to the writer, and only to it.
+    assert_eq!(r.rw_release(name, &r1, true), [1, 0]);
+    assert_eq!(r.cli(&["EXISTS", name]), "0", "one reader still in");
+    assert_eq!(r.rw_release(name, &r2, true), [1, 0]);
+    assert_eq!(r.cli(&["GET", name]), w1, "reserved for the writer");
+    assert_eq!(r.queued(name), [r3.as_str()]);
+    assert_eq!(ints(&r.rw_acquire(name, &w1, false, true))[0], 1, "the writer confirms");
+    assert_eq!(ints(&r.rw_acquire(name, &token('e', 1), true, false))[0], 0, "no reader beside a writer");
+    // The writer's release grants the run of readers queued behind it.
+    r.rw_acquire(name, &token('f', 1), true, true);
+    assert_eq!(r.rw_release(name, &w1, false), [1, 0]);
+    assert_eq!(r.members(&readers).len(), 2, "both queued readers granted");
+    assert!(r.queued(name).is_empty());
+    assert_eq!(r.rw_release(name, &w1, false), [0, 0], "not the writer any more");
 }

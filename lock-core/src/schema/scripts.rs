@@ -55,14 +55,54 @@ impl Eval {
 
 /// The scripts' source text, for tools that send them themselves (the bench's raw baseline).
 pub mod lua {
-    /// `acquire.lua` with the hand-off fragment it calls.
-    pub const ACQUIRE: &str = concat!(include_str!("lua/handoff.lua"), include_str!("lua/acquire.lua"));
-    /// `release.lua` with the hand-off fragment it calls.
-    pub const RELEASE: &str = concat!(include_str!("lua/handoff.lua"), include_str!("lua/release.lua"));
-    /// `abandon.lua` with the hand-off fragment it calls.
-    pub const ABANDON: &str = concat!(include_str!("lua/handoff.lua"), include_str!("lua/abandon.lua"));
+    /// `acquire.lua` with the fragments it calls.
+    pub const ACQUIRE: &str = concat!(
+        include_str!("lua/handoff.lua"),
+        include_str!("lua/lock_grant.lua"),
+        include_str!("lua/acquire.lua")
+    );
+    /// `release.lua` with the fragments it calls.
+    pub const RELEASE: &str = concat!(
+        include_str!("lua/handoff.lua"),
+        include_str!("lua/lock_grant.lua"),
+        include_str!("lua/release.lua")
+    );
+    /// `abandon.lua` with the fragments it calls.
+    pub const ABANDON: &str = concat!(
+        include_str!("lua/handoff.lua"),
+        include_str!("lua/lock_grant.lua"),
+        include_str!("lua/abandon.lua")
+    );
     /// `extend.lua`.
     pub const EXTEND: &str = include_str!("lua/extend.lua");
+    /// `sem_acquire.lua` with the fragments it calls.
+    pub const SEM_ACQUIRE: &str = concat!(
+        include_str!("lua/handoff.lua"),
+        include_str!("lua/sem_grant.lua"),
+        include_str!("lua/sem_acquire.lua")
+    );
+    /// `sem_release.lua` with the fragments it calls.
+    pub const SEM_RELEASE: &str = concat!(
+        include_str!("lua/handoff.lua"),
+        include_str!("lua/sem_grant.lua"),
+        include_str!("lua/sem_release.lua")
+    );
+    /// `sem_count.lua`.
+    pub const SEM_COUNT: &str = include_str!("lua/sem_count.lua");
+    /// `rw_acquire.lua` with the fragments it calls.
+    pub const RW_ACQUIRE: &str = concat!(
+        include_str!("lua/handoff.lua"),
+        include_str!("lua/rw_grant.lua"),
+        include_str!("lua/rw_acquire.lua")
+    );
+    /// `rw_release.lua` with the fragments it calls.
+    pub const RW_RELEASE: &str = concat!(
+        include_str!("lua/handoff.lua"),
+        include_str!("lua/rw_grant.lua"),
+        include_str!("lua/rw_release.lua")
+    );
+    /// `member_renew.lua`.
+    pub const MEMBER_RENEW: &str = include_str!("lua/member_renew.lua");
 }
 
 /// The scripted acquisition (`lua/acquire.lua`).
@@ -76,3 +116,21 @@ pub(crate) static ABANDON: LazyLock<Script> = LazyLock::new(|| Script::new(lua::
 
 /// A renewal (`lua/extend.lua`).
 pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(lua::EXTEND));
+
+/// Taking a semaphore's permit (`lua/sem_acquire.lua`).
+pub(crate) static SEM_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(lua::SEM_ACQUIRE));
+
+/// Giving a permit back, or a token up (`lua/sem_release.lua`).
+pub(crate) static SEM_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(lua::SEM_RELEASE));
+
+/// Counting a semaphore's taken permits (`lua/sem_count.lua`).
+pub(crate) static SEM_COUNT: LazyLock<Script> = LazyLock::new(|| Script::new(lua::SEM_COUNT));
+
+/// Taking a read or write hold (`lua/rw_acquire.lua`).
+pub(crate) static RW_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(lua::RW_ACQUIRE));
+
+/// Giving a read or write hold back, or a token up (`lua/rw_release.lua`).
+pub(crate) static RW_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(lua::RW_RELEASE));
+
+/// Renewing a permit or a read hold (`lua/member_renew.lua`).
+pub(crate) static MEMBER_RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(lua::MEMBER_RENEW));

@@ -17,6 +17,6 @@ local value = redis.call('GET', key)
 if value ~= token and value ~= token .. '|w' then
   return {0, 0}
 end
-local outcome, _, _, lapsed = hand_over(key, KEYS[2], KEYS[3], client_of(token), nil, ARGV[3], ARGV[4])
+local outcome, _, _, lapsed = hand_over(KEYS[2], KEYS[3], client_of(token), nil, ARGV[3], ARGV[4], set_key)
 if not outcome then redis.call('DEL', key) end
 return {1, lapsed}

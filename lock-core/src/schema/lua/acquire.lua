@@ -72,7 +72,7 @@ else
   -- Free: the oldest live waiter first.
   local outcome, ms, waiter, more
   outcome, ms, waiter, lapsed, more =
-    hand_over(KEYS[1], KEYS[2], KEYS[3], me, ticket > 0 and entry or nil, ARGV[7], ARGV[8])
+    hand_over(KEYS[2], KEYS[3], me, ticket > 0 and entry or nil, ARGV[7], ARGV[8], set_key)
   if outcome == 'handed' then
     wait_in_line()
     return {0, ms, waiter, lapsed}

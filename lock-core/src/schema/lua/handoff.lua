@@ -4,30 +4,34 @@
 -- client_of(token): the client id in an owner token `<instance>:<client id>:<uuid>` (the
 --   second field from the end), or nil.
 -- clock(): the server time in epoch ms, read once per script run.
--- hand_over(key, queue, tickets, me, own, publish, channel_prefix): passes a free (or freed)
---   `key` to the oldest waiter that can take it.
+-- hand_over(queue, tickets, me, own, publish, channel_prefix, grant, can_enter): passes what a
+--   release or a free key makes available to the oldest waiter that can take it.
 --
--- `queue` is a list of `<hand-off ms>|<token>` entries, oldest first; `tickets` a zset of
--- token -> when its ticket lapses (epoch ms), read a few entries at a time. A waiter is skipped
--- (and dropped) when its ticket lapsed, or when its client let a reservation lapse untaken:
--- each hand-off records `@<client id>` in `tickets`, scored with the reservation's deadline,
--- and a record whose deadline has passed means that client did not take the lock it was given
--- (it died, or stalled past its hand-off time), so its other tickets are not trusted with a
--- reservation either. A client proves itself alive again by queueing a new ticket or releasing
--- (both clear its record); the caller's own client `me` is never skipped. So a dead client costs
--- one hand-off time, however many of its tickets are queued. A record is scored negative once
--- its lapse has been counted. Records share the zset's expiry, which outlasts every ticket they
+-- `queue` is a list of `<hand-off ms><mode>|<token>` entries, oldest first (`<mode>` is empty
+-- for locks, semaphores and writers, `r` for readers); `tickets` a zset of token -> when its
+-- ticket lapses (epoch ms), read a few entries at a time. A waiter is skipped (and dropped)
+-- when its ticket lapsed, or when its client let a reservation lapse untaken: each hand-off
+-- records `@<client id>` in `tickets`, scored with the reservation's deadline, and a record
+-- whose deadline has passed means that client did not take what it was given (it died, or
+-- stalled past its hand-off time), so its other tickets are not trusted with a reservation
+-- either. A client proves itself alive again by queueing a new ticket or releasing (both clear
+-- its record); the caller's own client `me` is never skipped. So a dead client costs one
+-- hand-off time, however many of its tickets are queued. A record is scored negative once its
+-- lapse has been counted. Records share the zset's expiry, which outlasts every ticket they
 -- could concern.
 --
--- `own`: the caller's own queue entry, if it waits (reaching it means the caller is next).
--- `publish` (PUBLISH or SPUBLISH) announces on `channel_prefix .. <client id>`, the waiter's
--- client's channel.
+-- `own`: the caller's own queue entry, if it waits (reaching it means the caller is next, if
+-- `can_enter` lets it). `grant(waiter, ms, more, mode)` writes the reservation (the lock key set
+-- to the waiter's token, a permit, a read or write hold) for `ms`; `can_enter(mode)` (nil:
+-- always) says whether a waiter of that mode could be granted now: the scan stops at the first
+-- live waiter that cannot. `publish` (PUBLISH or SPUBLISH) announces on
+-- `channel_prefix .. <client id>`, the waiter's client's channel.
 --
--- Returns outcome, ms, waiter, lapsed, more: outcome 'handed' (the key now holds `waiter`'s
--- token for `ms`, with the queue mark if `more`, and the waiter's client was told), 'own' (the
--- caller is the oldest live waiter, now out of the queue; nothing was set) or nil (nobody can
--- take it; nothing was set); `lapsed`, the number of lapsed reservations first noticed here;
--- `more`, whether anyone is still queued.
+-- Returns outcome, ms, waiter, lapsed, more: outcome 'handed' (granted to `waiter` for `ms` and
+-- announced), 'own' (the caller is the oldest live waiter, now out of the queue; nothing was
+-- granted), 'blocked' (the oldest live waiter cannot enter yet; nothing was granted) or nil (no
+-- live waiter); `lapsed`, the number of lapsed reservations first noticed here; `more`, whether
+-- anyone is still queued.
 
 local function client_of(token)
   return string.match(token, ':(%x+):[^:]+$')
@@ -42,7 +46,7 @@ local function clock()
   return now
 end
 
-local function hand_over(key, queue, tickets, me, own, publish, channel_prefix)
+local function hand_over(queue, tickets, me, own, publish, channel_prefix, grant, can_enter)
   local lapsed, counted = 0, {}
   -- The head is usually live: a small first read (a zset this small is a list that ZMSCORE
   -- scans). Bounded: a queue of more than 1000 dead entries is left for the next release.
@@ -52,20 +56,24 @@ local function hand_over(key, queue, tickets, me, own, publish, channel_prefix)
     if #chunk == 0 then return nil, 0, nil, lapsed, false end
     local parsed, members = {}, {}
     for i, entry in ipairs(chunk) do
-      local ms, waiter = string.match(entry, '^(%d+)|(.+)$')
+      local ms, mode, waiter = string.match(entry, '^(%d+)(%a*)|(.+)$')
       local client = waiter and client_of(waiter)
-      parsed[i] = {ms, waiter, client}
+      parsed[i] = {ms, waiter, client, mode}
       members[2 * i - 1] = waiter or entry
       members[2 * i] = '@' .. (client or '-')
     end
     local scores = redis.call('ZMSCORE', tickets, unpack(members))
     local dropped = {}
-    local chosen
+    local chosen, blocked
     for i, entry in ipairs(chunk) do
-      local waiter, client = parsed[i][2], parsed[i][3]
-      if waiter then dropped[#dropped + 1] = waiter end
+      local waiter, client, mode = parsed[i][2], parsed[i][3], parsed[i][4]
       if entry == own then
-        chosen = i
+        if can_enter and not can_enter(mode) then
+          blocked = i
+        else
+          dropped[#dropped + 1] = waiter
+          chosen = i
+        end
         break
       end
       local until_ms, record = tonumber(scores[2 * i - 1]), tonumber(scores[2 * i])
@@ -77,18 +85,31 @@ local function hand_over(key, queue, tickets, me, own, publish, channel_prefix)
         redis.call('ZADD', tickets, -record, '@' .. client)
       end
       if until_ms and until_ms > clock() and not gone then
-        chosen = i
+        if can_enter and not can_enter(mode) then
+          blocked = i
+        else
+          dropped[#dropped + 1] = waiter
+          chosen = i
+        end
         break
       end
+      if waiter then dropped[#dropped + 1] = waiter end
       -- A lapsed ticket of a live client: it may still be listening, and retries when told.
       if client and not gone then redis.call(publish, channel_prefix .. client, '') end
     end
+    if blocked then
+      -- The dead entries before it go; it keeps its place.
+      if me then dropped[#dropped + 1] = '@' .. me end
+      if blocked > 1 then redis.call('LTRIM', queue, blocked - 1, -1) end
+      if #dropped > 0 then redis.call('ZREM', tickets, unpack(dropped)) end
+      return 'blocked', 0, nil, lapsed, true
+    end
     if chosen then
-      local ms, waiter, client = parsed[chosen][1], parsed[chosen][2], parsed[chosen][3]
+      local ms, waiter, client, mode = parsed[chosen][1], parsed[chosen][2], parsed[chosen][3], parsed[chosen][4]
       local mine = chunk[chosen] == own
       local more = chosen < #chunk or (#chunk == size and redis.call('LLEN', queue) > chosen)
       if not mine then
-        redis.call('SET', key, more and (waiter .. '|w') or waiter, 'PX', ms)
+        grant(waiter, ms, more, mode)
         -- Recorded before the tokens leave the zset, so the zset (and its expiry) stays.
         if client then redis.call('ZADD', tickets, clock() + tonumber(ms), '@' .. client) end
       end

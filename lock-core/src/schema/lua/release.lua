@@ -32,7 +32,7 @@ if keep then
   return 1
 end
 local me = ARGV[5] ~= '1' and client_of(token) or nil
-local outcome, _, _, lapsed = hand_over(key, KEYS[2], KEYS[3], me, nil, ARGV[3], ARGV[4])
+local outcome, _, _, lapsed = hand_over(KEYS[2], KEYS[3], me, nil, ARGV[3], ARGV[4], set_key)
 if not outcome then redis.call('DEL', key) end
 if lapsed > 0 then return {1, lapsed} end
 return 1

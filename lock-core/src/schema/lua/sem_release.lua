@@ -1,0 +1,35 @@
+-- sem_release.lua: giving a permit back (a release, a take-over of a dead holder's permit, a
+-- force-release), or giving a token up (a waiter that stopped waiting, an acquisition whose
+-- outcome is unknown). Runs after handoff.lua and sem_grant.lua.
+--
+-- KEYS: [1] holders, [2] queue, [3] tickets.
+-- ARGV: [1] token, [2] ms to keep the permit taken ('0': none; a minimum hold), [3] publish
+--       command, [4] release channel prefix, [5] '1' when the caller is not the holder (its
+--       client is not known to be alive), else '0', [6] the token's queue entry to leave (''
+--       for a release).
+--
+-- Reply: {held, lapsed}: held = 1 when the token held a permit (it was given back, and the
+-- freed permit handed to the oldest live waiter), else 0.
+
+local token = ARGV[1]
+if ARGV[6] ~= '' then
+  redis.call('ZREM', KEYS[3], token)
+  redis.call('LREM', KEYS[2], 1, ARGV[6])
+end
+if redis.call('ZREM', KEYS[1], token) == 0 then return {0, 0} end
+if ARGV[2] ~= '0' then
+  -- Still taken for the rest of the minimum hold, no longer anyone's to renew.
+  redis.call('ZADD', KEYS[1], clock() + tonumber(ARGV[2]), token .. ':released')
+  return {1, 0}
+end
+prune()
+local declared = tonumber(redis.call('ZSCORE', KEYS[1], '#permits'))
+local lapsed = 0
+if declared then
+  local me = ARGV[5] ~= '1' and client_of(token) or nil
+  local _
+  _, lapsed = grant_free(-declared, me, nil, ARGV[3], ARGV[4])
+end
+-- Idle: nothing held, nobody queued. The declared count goes too, so it may change.
+if holders() == 0 and redis.call('LLEN', KEYS[2]) == 0 then redis.call('DEL', KEYS[1]) end
+return {1, lapsed}
