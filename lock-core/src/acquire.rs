@@ -11,15 +11,14 @@ use tokio::time::Instant;
 
 use crate::cleanup::CleanupOnDrop;
 use crate::conn::Sent;
-use crate::core::{Attempt, Core, Taken};
+use crate::core::{Attempt, Core, Taken, Target};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
+use crate::hold::{Hold, Try};
 use crate::liveness::Identity;
 use crate::options::{LockOptions, millis};
 use crate::replica_ack::AckShortfall;
 use crate::reply::{self, Reply};
-use crate::schema::scripts::{ACQUIRE, Eval};
-use crate::schema::{self, TICK_TTL};
 use crate::telemetry::{self, Unclaimed};
 
 impl Core {
@@ -66,7 +65,7 @@ impl Core {
     /// lease it implies ends a little early: safe) to spare a clock read.
     pub(crate) async fn fail_fast(
         &self,
-        key: &str,
+        target: Target<'_>,
         token: String,
         identity: &Arc<Identity>,
         options: &LockOptions,
@@ -74,19 +73,19 @@ impl Core {
         started: Instant,
     ) -> Result<Attempt> {
         let lease = self.lease_of(options);
-        let plain = !options.fencing && tick.is_none();
+        let plain = target.hold == Hold::Lock && !options.fencing && tick.is_none();
         let mut taken_over = false;
         loop {
             let reply = if plain {
                 let sent_at = if taken_over { Instant::now() } else { started };
-                self.set_nx(key, &token, lease.lease, sent_at).await?
+                self.set_nx(target.key, &token, lease.lease, sent_at).await?
             } else {
-                Box::pin(self.script(key, &token, options, tick, None, &Sent::default())).await?
+                Box::pin(self.script(target, &token, options, tick, None, &Sent::default())).await?
             };
             match reply {
                 Reply::Acquired { fence, sent_at } => {
                     return Ok(Attempt::Acquired(self.guard(
-                        key,
+                        target,
                         token,
                         identity,
                         options,
@@ -95,20 +94,27 @@ impl Core {
                 }
                 Reply::TickDone { last, ours } => {
                     if ours {
-                        self.releaser.abandon(key, &token, Instant::now(), lease.lease, false, None);
+                        self.releaser.abandon(
+                            (target.key, target.hold, &token),
+                            Instant::now(),
+                            lease.lease,
+                            false,
+                            None,
+                        );
                     }
                     return Ok(Attempt::TickDone(last));
                 }
-                Reply::Held { remaining, holder } => {
-                    if !taken_over && let Some(holder) = holder {
+                Reply::Held { remaining, holders } => {
+                    if !taken_over && !holders.is_empty() {
                         taken_over = true;
-                        if Box::pin(self.take_over_if_dead(key, &holder)).await? {
+                        if Box::pin(self.take_over_dead(target, &holders)).await? {
                             continue;
                         }
                     }
                     let remaining = match remaining {
                         Some(remaining) => Some(remaining),
-                        None => Box::pin(self.pttl(key)).await?,
+                        None if plain => Box::pin(self.pttl(target.key)).await?,
+                        None => None,
                     };
                     tracing::trace!(?remaining, "lock is held by another owner");
                     return Ok(Attempt::Held(remaining));
@@ -116,13 +122,14 @@ impl Core {
             }
         }
     }
+
     /// The uncontended path: `SET key token NX PX lease GET`, no script, sent after
     /// `sent_at`.
     async fn set_nx(&self, key: &str, token: &str, lease: Duration, sent_at: Instant) -> Result<Reply> {
         let mut cmd = redis::cmd("SET");
         cmd.arg(key).arg(token).arg("NX").arg("PX").arg(millis(lease, "lease")?).arg("GET");
         let sent = Sent::default();
-        let cleanup = CleanupOnDrop::new(&self.releaser, key, token, sent_at, lease, &sent);
+        let cleanup = CleanupOnDrop::new(&self.releaser, Target::lock(key), token, sent_at, lease, &sent);
         let previous: Option<String> =
             match self.conn.query_once(&cmd, || format!("acquiring lock `{key}`"), &sent).await {
                 Ok(previous) => previous,
@@ -137,46 +144,32 @@ impl Core {
     /// outcome is left to it.
     pub(crate) async fn script(
         &self,
-        key: &str,
+        target: Target<'_>,
         token: &str,
         options: &LockOptions,
         tick: Option<i64>,
         ticket: Option<Duration>,
         sent: &Sent,
     ) -> Result<Reply> {
+        let key = target.key;
         let lease = self.lease_of(options).lease;
-        let (queue, tickets) = (schema::queue_key(key), schema::tickets_key(key));
-        let mut invocation = match (options.fencing, tick.is_some()) {
-            // The fence and tick keys only when the script touches them.
-            (_, true) => Eval::new(
-                &ACQUIRE,
-                &[
-                    key,
-                    &queue,
-                    &tickets,
-                    &schema::fence_key(key),
-                    &schema::tick_key(key),
-                    &schema::tick_claimant_key(key),
-                ],
-            ),
-            (true, false) => Eval::new(&ACQUIRE, &[key, &queue, &tickets, &schema::fence_key(key)]),
-            (false, false) => Eval::new(&ACQUIRE, &[key, &queue, &tickets]),
-        };
-        invocation
-            .arg(token)
-            .arg(millis(lease, "lease")?)
-            .arg(if options.fencing { "1" } else { "0" })
-            .arg(tick.map(|t| t.to_string()).unwrap_or_default())
-            .arg(ticket.map_or(Ok(0), |d| millis(d, "waiter ticket"))?)
-            .arg(millis(self.config.handoff, "hand-off")?)
-            .arg(self.conn.publish_command())
-            .arg(schema::release_channel_prefix(key))
-            .arg(millis(TICK_TTL, "tick TTL")?);
+        let invocation = target.hold.acquire(
+            key,
+            &Try {
+                token,
+                lease,
+                fencing: options.fencing,
+                tick,
+                ticket,
+                handoff: self.config.handoff,
+                publish: self.conn.publish_command(),
+            },
+        )?;
         let sent_at = Instant::now();
         // A waiting caller's token is cleaned up by its `Waiting` (which knows whether it is
         // queued); a fail-fast caller's here, if its outcome is unknown.
         let cleanup =
-            ticket.is_none().then(|| CleanupOnDrop::new(&self.releaser, key, token, sent_at, lease, sent));
+            ticket.is_none().then(|| CleanupOnDrop::new(&self.releaser, target, token, sent_at, lease, sent));
         let values: Vec<Value> =
             match self.conn.invoke_once(&invocation, || format!("acquiring lock `{key}`"), sent).await {
                 Ok(values) => values,
@@ -190,8 +183,21 @@ impl Core {
         if let Some(cleanup) = cleanup {
             cleanup.disarm();
         }
-        let (reply, lapsed) = reply::acquire(&values, options.fencing, sent_at);
-        telemetry::handoffs_unclaimed(key, Unclaimed::Lapsed, lapsed);
+        let (reply, lapsed) = match target.hold {
+            Hold::Lock => reply::acquire(&values, options.fencing, sent_at),
+            Hold::Permit { permits } => {
+                reply::hold_acquire(&values, options.fencing, sent_at).map_err(|declared| {
+                    LockError::PermitsMismatch {
+                        name: key.to_owned(),
+                        permits,
+                        declared: u32::try_from(declared).unwrap_or(0),
+                    }
+                })?
+            }
+            Hold::Read | Hold::Write => reply::hold_acquire(&values, options.fencing, sent_at)
+                .unwrap_or((Reply::Held { remaining: None, holders: Vec::new() }, 0)),
+        };
+        telemetry::handoffs_unclaimed(key, target.hold.label(), Unclaimed::Lapsed, lapsed);
         Ok(reply)
     }
 
@@ -202,21 +208,26 @@ impl Core {
         let pttl: i64 = self.conn.query(&cmd, || format!("reading the lease of lock `{key}`")).await?;
         Ok(u64::try_from(pttl).ok().map(Duration::from_millis))
     }
-    /// Takes over `key` if `holder`'s client is dead (its liveness key is gone): releases it
-    /// as that holder would have (handing it to the oldest waiter). Returns whether the holder
-    /// was dead, so the caller tries again: the key no longer holds its token, whether this
-    /// call released it or something else did first (the dead holder's own clean-up, its
-    /// expiry, another caller's take-over).
-    pub(crate) async fn take_over_if_dead(&self, key: &str, holder: &str) -> Result<bool> {
-        if !self.liveness.is_dead(holder).await? {
-            return Ok(false);
+
+    /// Takes over what `holders` hold on `target` whose clients are dead (their liveness key
+    /// is gone): gives it back as they would have (handing it to the oldest waiter). Returns
+    /// whether any was dead, so the caller tries again: none of them holds it any more,
+    /// whether this call released it or something else did first (the dead holder's own
+    /// clean-up, its expiry, another caller's take-over).
+    pub(crate) async fn take_over_dead(&self, target: Target<'_>, holders: &[String]) -> Result<bool> {
+        let mut any = false;
+        for holder in holders {
+            if !self.liveness.is_dead(holder).await? {
+                continue;
+            }
+            any = true;
+            if self.releaser.release_token(target.key, target.hold, holder).await? {
+                tracing::warn!(
+                    holder = holder.as_str(),
+                    "the holder's client is gone (its liveness lease expired); took the lock over"
+                );
+            }
         }
-        if self.releaser.release_token(key, holder).await? {
-            tracing::warn!(
-                holder,
-                "the holder's client is gone (its liveness lease expired); took the lock over"
-            );
-        }
-        Ok(true)
+        Ok(any)
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::conn::Sent;
+use crate::core::Target;
 use crate::error::LockError;
 use crate::release::Releaser;
 
@@ -16,7 +17,7 @@ use crate::release::Releaser;
 /// connection, may still have taken the lock.
 pub(crate) struct CleanupOnDrop<'a> {
     releaser: &'a Arc<Releaser>,
-    key: &'a str,
+    target: Target<'a>,
     token: &'a str,
     sent_at: Instant,
     lease: Duration,
@@ -27,13 +28,13 @@ pub(crate) struct CleanupOnDrop<'a> {
 impl<'a> CleanupOnDrop<'a> {
     pub(crate) fn new(
         releaser: &'a Arc<Releaser>,
-        key: &'a str,
+        target: Target<'a>,
         token: &'a str,
         sent_at: Instant,
         lease: Duration,
         sent: &'a Sent,
     ) -> Self {
-        CleanupOnDrop { releaser, key, token, sent_at, lease, sent, armed: true }
+        CleanupOnDrop { releaser, target, token, sent_at, lease, sent, armed: true }
     }
 
     pub(crate) fn disarm(mut self) {
@@ -53,7 +54,8 @@ impl Drop for CleanupOnDrop<'_> {
         // Never sent (no connection): nothing can have happened.
         if self.armed && self.sent.generation().is_some() {
             let generation = self.sent.generation();
-            self.releaser.abandon(self.key, self.token, self.sent_at, self.lease, false, generation);
+            let token = (self.target.key, self.target.hold, self.token);
+            self.releaser.abandon(token, self.sent_at, self.lease, false, generation);
         }
     }
 }

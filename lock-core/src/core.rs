@@ -15,6 +15,7 @@ use tracing::Instrument;
 use crate::conn::Conn;
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
+use crate::hold::Hold;
 use crate::liveness::{Identity, Liveness};
 use crate::options::{ClientConfig, Lease, LockOptions};
 use crate::release::Releaser;
@@ -38,6 +39,20 @@ pub(crate) struct Core {
     /// The metrics of the keys this client locks.
     pub(crate) metrics: MetricsCache,
     next_lock_id: AtomicU64,
+}
+
+/// What is being taken: a key and the kind of hold on it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Target<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) hold: Hold,
+}
+
+impl<'a> Target<'a> {
+    /// The lock `key`.
+    pub(crate) fn lock(key: &'a str) -> Self {
+        Target { key, hold: Hold::Lock }
+    }
 }
 
 /// Outcome of an acquisition.
@@ -119,6 +134,18 @@ impl Core {
         options: LockOptions,
         tick: Option<i64>,
     ) -> Result<Attempt> {
+        self.hold_for(Target::lock(key), options, tick).await
+    }
+
+    /// Takes `target` (a lock, a permit, a read or write hold), optionally claiming a
+    /// scheduler tick with a lock; contention is an [`Attempt`] rather than an error.
+    pub(crate) async fn hold_for(
+        &self,
+        target: Target<'_>,
+        options: LockOptions,
+        tick: Option<i64>,
+    ) -> Result<Attempt> {
+        let key = target.key;
         schema::validate_key(key)?;
         options.validate()?;
         // Lua compares ticks as doubles: exact up to 2^53 (epoch ms reach that in year 287,396).
@@ -127,22 +154,19 @@ impl Core {
         {
             return Err(LockError::InvalidOptions(format!("tick {tick} is out of range (at most ±2^53 ms)")));
         }
-        if let Some(state) = scope::find(self.scope_id(), key) {
-            if let Some(reason) = state.loss() {
-                return Err(LockError::Lost { key: key.to_owned(), reason });
-            }
-            tracing::trace!(key, instance = %self.instance_id(), "re-entrant acquisition");
-            return Ok(Attempt::Acquired(LockGuard::nested(state, self.releaser.clone())));
+        if let Some(nested) = self.nested(target)? {
+            return Ok(Attempt::Acquired(nested));
         }
         let span = tracing::info_span!(
             "lock_acquire",
             key,
+            kind = target.hold.label(),
             instance = %self.instance_id(),
             fence = tracing::field::Empty,
         );
         let started = Instant::now();
         let attempt = async {
-            match self.acquire(key, options, tick, started).await {
+            match self.acquire(target, options, tick, started).await {
                 // Boxed, as every path off the uncontended one: its future (a release
                 // included) would otherwise make every acquisition's larger to move and touch.
                 Ok(Attempt::Acquired(guard)) if self.config.replica_ack.is_some() => {
@@ -162,16 +186,41 @@ impl Core {
         let waited = started.elapsed();
         match &attempt {
             Ok(Attempt::Acquired(guard)) => guard.state().metrics.acquisition(outcome, waited),
-            _ => self.metrics.of(key).acquisition(outcome, waited),
+            _ => self.metrics.of(key, target.hold).acquisition(outcome, waited),
         }
         attempt
+    }
+
+    /// A nested guard, if the current task's locked sections already hold `target`: the same
+    /// lock, or a read-write lock held for writing (any hold inside) or for reading (a read
+    /// inside). A write inside a read section could only deadlock: refused at once. Permits
+    /// never nest: each acquisition takes another one.
+    fn nested(&self, target: Target<'_>) -> Result<Option<LockGuard>> {
+        if matches!(target.hold, Hold::Permit { .. }) {
+            return Ok(None);
+        }
+        let Some(state) = scope::find(self.scope_id(), target.key) else { return Ok(None) };
+        match (state.hold, target.hold) {
+            (Hold::Lock, Hold::Lock) | (Hold::Write, Hold::Read | Hold::Write) | (Hold::Read, Hold::Read) => {
+            }
+            (Hold::Read, Hold::Write) => {
+                return Err(LockError::WriteInsideRead { key: target.key.to_owned() });
+            }
+            // Another primitive of the same name: not this one's section.
+            _ => return Ok(None),
+        }
+        if let Some(reason) = state.loss() {
+            return Err(LockError::Lost { key: target.key.to_owned(), reason });
+        }
+        tracing::trace!(key = target.key, instance = %self.instance_id(), "re-entrant acquisition");
+        Ok(Some(LockGuard::nested(state, self.releaser.clone())))
     }
 
     /// [`lock_for`](Self::lock_for) past the re-entrancy check, inside the acquire span;
     /// `started` is when the call began.
     async fn acquire(
         &self,
-        key: &str,
+        target: Target<'_>,
         options: LockOptions,
         tick: Option<i64>,
         started: Instant,
@@ -180,18 +229,18 @@ impl Core {
             None => {
                 let identity = self.liveness.identity(started).await?;
                 let token = self.new_token(&identity);
-                self.fail_fast(key, token, &identity, &options, tick, started).await
+                self.fail_fast(target, token, &identity, &options, tick, started).await
             }
             // Boxed: the waiting machinery is large and off the fail-fast path; inline, it
             // would make every `try_lock` future several kilobytes to move around.
-            Some(wait) => Box::pin(self.wait_for(key, &options, tick, wait)).await,
+            Some(wait) => Box::pin(self.wait_for(target, &options, tick, wait)).await,
         }
     }
 
     /// The guard of a lock just acquired; registered with the watchdog if it renews.
     pub(crate) fn guard(
         &self,
-        key: &str,
+        target: Target<'_>,
         token: String,
         identity: &Arc<Identity>,
         options: &LockOptions,
@@ -199,9 +248,11 @@ impl Core {
     ) -> LockGuard {
         let Taken { fence, sent_at, valid_for } = taken;
         let LeaseOf { lease, watchdog } = self.lease_of(options);
+        let key = target.key;
         let state = Arc::new(LockState::new(NewState {
             id: self.next_lock_id.fetch_add(1, Ordering::Relaxed),
             key: key.to_owned(),
+            hold: target.hold,
             token,
             fence,
             lease,
@@ -209,7 +260,7 @@ impl Core {
             sent_at,
             valid_for: valid_for.unwrap_or(lease),
             identity: identity.clone(),
-            metrics: self.metrics.of(key),
+            metrics: self.metrics.of(key, target.hold),
         }));
         if watchdog {
             self.watchdog.register(state.clone());

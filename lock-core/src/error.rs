@@ -113,6 +113,34 @@ pub enum LockError {
         source: deadpool_redis::redis::RedisError,
     },
 
+    /// The semaphore is in use with another number of permits: every replica must declare the
+    /// same count, or some would admit more holders than others expect. Nothing was taken.
+    /// The count can change once the semaphore is idle (no holder, nobody waiting).
+    #[error(
+        "semaphore `{name}` is in use with {declared} permits, not {permits}: give every replica the same count \
+         (it can change once nobody holds or waits for it)"
+    )]
+    PermitsMismatch {
+        /// The semaphore's name.
+        name: String,
+        /// The number of permits this caller declared.
+        permits: u32,
+        /// The number of permits the semaphore is in use with.
+        declared: u32,
+    },
+
+    /// A write hold was asked for inside a read section of the same read-write lock on the
+    /// same task: it could only deadlock (the task's own read hold keeps the writer out), so it
+    /// is refused at once. Take the write hold first (a read inside a write section is fine).
+    #[error(
+        "a write hold of `{key}` was asked for inside a read section of it on the same task: it would wait \
+         for itself; take the write hold first (reads inside a write section are fine)"
+    )]
+    WriteInsideRead {
+        /// The read-write lock's name.
+        key: String,
+    },
+
     /// The lock changed hands every time it was read while being force-released
     /// ([`LockClient::force_unlock`](crate::LockClient::force_unlock)): its holders release and
     /// take it faster than the operator's compare-and-delete can catch one. Nothing was

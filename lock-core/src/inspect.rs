@@ -21,6 +21,7 @@ use deadpool_redis::redis::{self, Value};
 
 use crate::core::Core;
 use crate::error::{LockError, Result};
+use crate::hold::Hold;
 use crate::schema::{self, RELEASED_SUFFIX};
 
 /// The holder of a lock, parsed from the owner token in the key.
@@ -278,7 +279,7 @@ pub(crate) async fn force_unlock(core: &Core, key: &str) -> Result<Option<String
         let Some(value) = value else { return Ok(None) };
         // The release compares the token itself and hands over to a waiter if the value is marked.
         let token = schema::unmarked(&value).to_owned();
-        if core.releaser.release_token(key, &token).await? {
+        if core.releaser.release_token(key, Hold::Lock, &token).await? {
             tracing::warn!(key = short(key), holder = %token, "lock force-released by an operator");
             return Ok(Some(token));
         }

@@ -12,6 +12,7 @@ mod core;
 mod deploy;
 mod error;
 mod guard;
+mod hold;
 pub mod inspect;
 mod liveness;
 mod options;

@@ -14,11 +14,10 @@ use tracing::Instrument;
 
 use crate::conn::{Conn, Sent};
 use crate::error::Result;
+use crate::hold::Hold;
 use crate::options::millis;
 use crate::replica_ack::ReplicaAck;
 use crate::reply;
-use crate::schema;
-use crate::schema::scripts::{ABANDON, Eval, RELEASE};
 use crate::state::LockState;
 use crate::telemetry::{self, Unclaimed};
 use crate::watchdog::Watchdog;
@@ -93,7 +92,8 @@ impl Releaser {
         let held_for = sent_at.saturating_duration_since(state.acquired_at);
         let keep = state.at_least.map(|min| min.saturating_sub(held_for)).filter(|d| !d.is_zero());
         let keep_ms = keep.map_or(Ok(0), |d| millis(d, "at_least"))?;
-        let invocation = self.release_invocation(&state.key, &state.token, keep_ms, true);
+        let invocation =
+            state.hold.release(&state.key, &state.token, keep_ms, true, None, self.conn.publish_command());
         // Not sent again after a lost reply: a late first RELEASE would make the second report
         // that the lock was no longer ours. The clean-up makes sure it is gone.
         let sent = Sent::default();
@@ -105,12 +105,13 @@ impl Releaser {
             Ok(reply) => reply,
             Err(e) => {
                 if e.outcome_unknown() {
-                    self.abandon(&state.key, &state.token, sent_at, state.lease, false, sent.generation());
+                    let token = (state.key.as_str(), state.hold, state.token.as_str());
+                    self.abandon(token, sent_at, state.lease, false, sent.generation());
                 }
                 return Err(e);
             }
         };
-        let owned = released(&state.key, &reply);
+        let owned = released(&state.key, state.hold, &reply);
         if let Some(ack) = self.replica_ack.filter(|a| a.after_release && owned) {
             // The release is done either way: a shortfall is only reported.
             // Boxed: rare, and it would double the size of every release's future.
@@ -150,63 +151,38 @@ impl Releaser {
         }
     }
 
-    /// The release script for `token` on `key`: hand-off to the oldest live waiter, or delete;
-    /// with `keep_ms`, keep the key taken that long instead. `for_holder`: the holder's own
-    /// release (its client is alive), not a take-over or a force-release.
-    fn release_invocation(&self, key: &str, token: &str, keep_ms: u64, for_holder: bool) -> Eval {
-        let mut invocation = Eval::new(&RELEASE, &[key, &schema::queue_key(key), &schema::tickets_key(key)]);
-        invocation
-            .arg(token)
-            .arg(keep_ms)
-            .arg(self.conn.publish_command())
-            .arg(schema::release_channel_prefix(key))
-            .arg(if for_holder { "0" } else { "1" });
-        invocation
-    }
-
-    /// Releases `key` if it holds `token` (handing it to the oldest waiter) on behalf of
-    /// someone else than its holder: the takeover of a dead holder's lock, or an operator's
-    /// force-release. Returns whether it held that token.
-    pub(crate) async fn release_token(&self, key: &str, token: &str) -> Result<bool> {
-        let invocation = self.release_invocation(key, token, 0, false);
+    /// Gives `token`'s hold on `key` back on behalf of someone else than its holder (handing
+    /// what it frees to the oldest waiter): the takeover of a dead holder's lock, permit or
+    /// hold, or an operator's force-release. Returns whether it held that token.
+    pub(crate) async fn release_token(&self, key: &str, hold: Hold, token: &str) -> Result<bool> {
+        let invocation = hold.release(key, token, 0, false, None, self.conn.publish_command());
         let reply: Value = self.conn.invoke(&invocation, || format!("taking over lock `{key}`")).await?;
-        Ok(released(key, &reply))
+        Ok(released(key, hold, &reply))
     }
 
-    /// Gives `token` up on `key` in one round trip (ABANDON): out of the queue of waiters, and,
-    /// if the key holds it, passed on to the oldest live waiter or deleted. Returns whether the
-    /// key held it, and the connection generation it ran on.
-    async fn give_up(&self, key: &str, token: &str) -> (Result<bool>, Option<u64>) {
+    /// Gives `token` up on `key` in one round trip: out of the queue of waiters, and, if it
+    /// holds the lock (or a permit, or a hold), passed on to the oldest live waiter or freed.
+    /// Returns whether it held it, and the connection generation the script ran on.
+    async fn give_up(&self, key: &str, hold: Hold, token: &str) -> (Result<bool>, Option<u64>) {
         // Entered by this client, so with this client's hand-off time.
-        let entry = schema::queue_entry(token, millis(self.handoff, "hand-off").unwrap_or(0));
-        let mut invocation = Eval::new(&ABANDON, &[key, &schema::queue_key(key), &schema::tickets_key(key)]);
-        invocation
-            .arg(token)
-            .arg(entry)
-            .arg(self.conn.publish_command())
-            .arg(schema::release_channel_prefix(key));
+        let entry = hold.queue_entry(token, millis(self.handoff, "hand-off").unwrap_or(0));
+        let invocation = hold.release(key, token, 0, true, Some(&entry), self.conn.publish_command());
         let sent = Sent::default();
         let reply: Result<Value> =
             self.conn.invoke_once(&invocation, || format!("giving up a token of lock `{key}`"), &sent).await;
-        let held = reply.map(|reply| {
-            let (held, lapsed) = reply::abandon(&reply);
-            telemetry::handoffs_unclaimed(key, Unclaimed::Lapsed, lapsed);
-            held
-        });
-        (held, sent.generation())
+        (reply.map(|reply| released(key, hold, &reply)), sent.generation())
     }
 
     /// Cleans up a token that must not hold anything: an acquisition whose outcome is unknown
     /// (its reply was lost, or its future dropped while the command was out) or a waiter that
     /// gave up (`queued`). The command may still run on the server later (a stalled Redis
-    /// buffers it), so the token is given up (ABANDON: out of the queue, and the key passed on
-    /// if it holds the token) and that is retried until it is certain or the token's lease,
+    /// buffers it), so the token is given up (out of the queue, and what it holds passed on)
+    /// and that is retried until it is certain or the token's lease,
     /// counted from `sent_at`, has passed. `generation` is the connection the uncertain command
     /// went out on, if known: a clean-up that runs on it runs after it.
     pub(crate) fn abandon(
         self: &Arc<Self>,
-        key: &str,
-        token: &str,
+        (key, hold, token): (&str, Hold, &str),
         sent_at: Instant,
         lease: Duration,
         queued: bool,
@@ -217,14 +193,14 @@ impl Releaser {
             let expires = sent_at + lease;
             let mut pause = Duration::from_millis(50);
             loop {
-                let (held, ran_on) = releaser.give_up(&key, &token).await;
+                let (held, ran_on) = releaser.give_up(&key, hold, &token).await;
                 // Certain once it passed the key on, or once it ran on the connection the
                 // uncertain command went out on (so after it), or once the lease is over.
                 let certain = match held {
                     Ok(true) => {
                         if queued {
                             // A reservation made for a waiter that had left, passed on at once.
-                            telemetry::handoffs_unclaimed(&key, Unclaimed::WaiterLeft, 1);
+                            telemetry::handoffs_unclaimed(&key, hold.label(), Unclaimed::WaiterLeft, 1);
                         }
                         true
                     }
@@ -294,8 +270,8 @@ impl Drop for InFlight {
 
 /// Whether a release reply says the key held the token; lapsed hand-offs it noticed on the way
 /// are counted.
-fn released(key: &str, reply: &Value) -> bool {
+fn released(key: &str, hold: Hold, reply: &Value) -> bool {
     let (owned, lapsed) = reply::release(reply);
-    telemetry::handoffs_unclaimed(key, Unclaimed::Lapsed, lapsed);
+    telemetry::handoffs_unclaimed(key, hold.label(), Unclaimed::Lapsed, lapsed);
     owned
 }

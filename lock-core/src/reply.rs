@@ -13,9 +13,10 @@ use crate::schema;
 pub(crate) enum Reply {
     /// Taken, by the command sent at `sent_at`.
     Acquired { fence: Option<u64>, sent_at: Instant },
-    /// Held by `holder` (`None`: not one of this crate's tokens, never taken over), for
-    /// `remaining` if Redis said.
-    Held { remaining: Option<Duration>, holder: Option<String> },
+    /// Held by `holders` (a lock's one holder, a semaphore's or read-write lock's several;
+    /// values that are not text are left out: never one of this crate's tokens, never taken
+    /// over), for `remaining` if Redis said.
+    Held { remaining: Option<Duration>, holders: Vec<String> },
     /// The scheduler tick was already claimed (`last`); `ours`: the key holds the caller's
     /// token anyway (handed over), which must be passed on.
     TickDone { last: i64, ours: bool },
@@ -32,12 +33,9 @@ pub(crate) fn acquire(reply: &[Value], fencing: bool, sent_at: Instant) -> (Repl
         Some(1) => (Reply::Acquired { fence: fencing.then(|| count(1)), sent_at }, count(2)),
         Some(2) => (Reply::TickDone { last: int(1).unwrap_or(0), ours: int(2) == Some(1) }, 0),
         _ => {
-            let holder = match reply.get(2) {
-                Some(Value::BulkString(b)) => String::from_utf8(b.clone()).ok(),
-                _ => None,
-            };
+            let holders = reply.get(2).and_then(text).into_iter().collect();
             let remaining = int(1).and_then(|n| u64::try_from(n).ok()).map(Duration::from_millis);
-            (Reply::Held { remaining, holder }, count(3))
+            (Reply::Held { remaining, holders }, count(3))
         }
     }
 }
@@ -50,7 +48,34 @@ pub(crate) fn set_nx(previous: Option<&str>, token: &str, sent_at: Instant) -> R
         // the expiry this send set is then the one in force either way.
         None => Reply::Acquired { fence: None, sent_at },
         Some(holder) if holder == token => Reply::Acquired { fence: None, sent_at },
-        Some(holder) => Reply::Held { remaining: None, holder: Some(holder.to_owned()) },
+        Some(holder) => Reply::Held { remaining: None, holders: vec![holder.to_owned()] },
+    }
+}
+
+/// A semaphore's or read-write lock's acquire script reply (`sem_acquire.lua`,
+/// `rw_acquire.lua`), and the hand-offs it noticed to have lapsed; `Err(declared)` when the
+/// semaphore was declared with another number of permits.
+pub(crate) fn hold_acquire(reply: &[Value], fencing: bool, sent_at: Instant) -> Result<(Reply, u64), i64> {
+    let int = |i: usize| match reply.get(i) {
+        Some(Value::Int(n)) => Some(*n),
+        _ => None,
+    };
+    let count = |i: usize| int(i).and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
+    match int(0) {
+        Some(1) => Ok((Reply::Acquired { fence: fencing.then(|| count(1)), sent_at }, count(2))),
+        Some(-1) => Err(int(1).unwrap_or(0)),
+        _ => {
+            let holders = reply.iter().skip(3).filter_map(text).collect();
+            let remaining = int(1).and_then(|n| u64::try_from(n).ok()).map(Duration::from_millis);
+            Ok((Reply::Held { remaining, holders }, count(2)))
+        }
+    }
+}
+
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        _ => None,
     }
 }
 
@@ -58,14 +83,6 @@ pub(crate) fn set_nx(previous: Option<&str>, token: &str, sent_at: Instant) -> R
 pub(crate) fn release(reply: &Value) -> (bool, u64) {
     match reply {
         Value::Int(owned) => (*owned == 1, 0),
-        Value::Array(items) => pair(items),
-        _ => (false, 0),
-    }
-}
-
-/// An abandon script reply (`{held, lapsed}`).
-pub(crate) fn abandon(reply: &Value) -> (bool, u64) {
-    match reply {
         Value::Array(items) => pair(items),
         _ => (false, 0),
     }
@@ -89,6 +106,23 @@ mod tests {
     }
 
     #[test]
+    fn semaphore_and_rw_lock_replies() {
+        let at = Instant::now();
+        let acquired = [Value::Int(1), Value::Int(7), Value::Int(0)];
+        assert_eq!(
+            hold_acquire(&acquired, true, at),
+            Ok((Reply::Acquired { fence: Some(7), sent_at: at }, 0))
+        );
+        let full = [Value::Int(0), Value::Int(250), Value::Int(1), text("a"), text("b")];
+        let expected = Reply::Held {
+            remaining: Some(Duration::from_millis(250)),
+            holders: vec!["a".into(), "b".into()],
+        };
+        assert_eq!(hold_acquire(&full, false, at), Ok((expected, 1)));
+        assert_eq!(hold_acquire(&[Value::Int(-1), Value::Int(3)], false, at), Err(3));
+    }
+
+    #[test]
     fn acquire_replies() {
         let at = Instant::now();
         let acquired = [Value::Int(1), Value::Int(1_700_000_000_000_000), Value::Int(2)];
@@ -100,17 +134,17 @@ mod tests {
         let held = [Value::Int(0), Value::Int(1500), text("pod:0123456789ab:u"), Value::Int(1)];
         let expected = Reply::Held {
             remaining: Some(Duration::from_millis(1500)),
-            holder: Some("pod:0123456789ab:u".into()),
+            holders: vec!["pod:0123456789ab:u".into()],
         };
         assert_eq!(acquire(&held, false, at), (expected, 1));
         // PTTL -1 (no expiry) and a holder that is not text (a value this crate did not write).
         let odd = [Value::Int(0), Value::Int(-1), Value::BulkString(vec![0xff, 0xfe]), Value::Int(0)];
-        assert_eq!(acquire(&odd, false, at), (Reply::Held { remaining: None, holder: None }, 0));
+        assert_eq!(acquire(&odd, false, at), (Reply::Held { remaining: None, holders: vec![] }, 0));
         let done = [Value::Int(2), Value::Int(60_000), Value::Int(1)];
         assert_eq!(acquire(&done, false, at), (Reply::TickDone { last: 60_000, ours: true }, 0));
         assert_eq!(
             acquire(&[], false, at).0,
-            Reply::Held { remaining: None, holder: None },
+            Reply::Held { remaining: None, holders: vec![] },
             "garbage is never 'acquired'"
         );
     }
@@ -123,7 +157,7 @@ mod tests {
         assert_eq!(set_nx(Some(&marked("t")), "t", at), Reply::Acquired { fence: None, sent_at: at });
         assert_eq!(
             set_nx(Some(&marked("u")), "t", at),
-            Reply::Held { remaining: None, holder: Some("u".into()) }
+            Reply::Held { remaining: None, holders: vec!["u".into()] }
         );
     }
 
@@ -133,7 +167,6 @@ mod tests {
         assert_eq!(release(&Value::Int(0)), (false, 0));
         assert_eq!(release(&Value::Array(vec![Value::Int(1), Value::Int(3)])), (true, 3));
         assert_eq!(release(&Value::Nil), (false, 0));
-        assert_eq!(abandon(&Value::Array(vec![Value::Int(0), Value::Int(0)])), (false, 0));
-        assert_eq!(abandon(&Value::Array(vec![Value::Int(1), Value::Int(1)])), (true, 1));
+        assert_eq!(release(&Value::Array(vec![Value::Int(0), Value::Int(0)])), (false, 0));
     }
 }

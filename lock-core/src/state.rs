@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use std::sync::Arc;
 
 use crate::error::LossReason;
+use crate::hold::Hold;
 use crate::liveness::Identity;
 use crate::options::drift;
 use crate::telemetry::KeyMetrics;
@@ -23,6 +24,8 @@ const LOST_NOT_OWNER: u8 = 3;
 pub(crate) struct LockState {
     pub(crate) id: u64,
     pub(crate) key: String,
+    /// A lock, a permit, a read or a write hold.
+    pub(crate) hold: Hold,
     pub(crate) token: String,
     pub(crate) fence: Option<u64>,
     pub(crate) lease: Duration,
@@ -44,6 +47,7 @@ pub(crate) struct LockState {
 pub(crate) struct NewState {
     pub(crate) id: u64,
     pub(crate) key: String,
+    pub(crate) hold: Hold,
     pub(crate) token: String,
     pub(crate) fence: Option<u64>,
     pub(crate) lease: Duration,
@@ -64,6 +68,7 @@ impl LockState {
         LockState {
             id: n.id,
             key: n.key,
+            hold: n.hold,
             token: n.token,
             fence: n.fence,
             lease: n.lease,
@@ -209,6 +214,7 @@ mod tests {
         Arc::new(LockState::new(NewState {
             id,
             key: "k".into(),
+            hold: Hold::Lock,
             token: "t".into(),
             fence: None,
             lease: Duration::from_secs(60),
@@ -216,7 +222,7 @@ mod tests {
             sent_at: Instant::now(),
             valid_for: Duration::from_secs(60),
             identity: identity.clone(),
-            metrics: metrics.of("k"),
+            metrics: metrics.of("k", Hold::Lock),
         }))
     }
 

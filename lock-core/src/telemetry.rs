@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use metrics::{Counter, Histogram, SharedString};
 
+use crate::hold::Hold;
 use crate::sync::{read_unpoisoned, write_unpoisoned};
 
 /// How lock keys become the `key` label of lock-core's metrics.
@@ -106,19 +107,22 @@ impl Acquisition {
 #[derive(Debug)]
 pub(crate) struct KeyMetrics {
     label: SharedString,
+    /// `lock`, `semaphore`, `read` or `write`.
+    kind: &'static str,
     acquired: Counter,
     acquired_wait: Histogram,
     hold: Histogram,
 }
 
 impl KeyMetrics {
-    fn register(key: &str) -> Self {
+    fn register(key: &str, kind: &'static str) -> Self {
         let label = SharedString::from_shared(Arc::<str>::from(key_label(key)));
         KeyMetrics {
-            acquired: metrics::counter!("lock_acquisitions_total", "key" => label.clone(), "outcome" => "acquired"),
-            acquired_wait: metrics::histogram!("lock_wait_seconds", "key" => label.clone(), "outcome" => "acquired"),
-            hold: metrics::histogram!("lock_hold_seconds", "key" => label.clone()),
+            acquired: metrics::counter!("lock_acquisitions_total", "key" => label.clone(), "kind" => kind, "outcome" => "acquired"),
+            acquired_wait: metrics::histogram!("lock_wait_seconds", "key" => label.clone(), "kind" => kind, "outcome" => "acquired"),
+            hold: metrics::histogram!("lock_hold_seconds", "key" => label.clone(), "kind" => kind),
             label,
+            kind,
         }
     }
 
@@ -129,9 +133,10 @@ impl KeyMetrics {
             self.acquired_wait.record(waited.as_secs_f64());
             return;
         }
-        let (key, outcome) = (self.label.clone(), outcome.label());
-        metrics::counter!("lock_acquisitions_total", "key" => key.clone(), "outcome" => outcome).increment(1);
-        metrics::histogram!("lock_wait_seconds", "key" => key, "outcome" => outcome)
+        let (key, kind, outcome) = (self.label.clone(), self.kind, outcome.label());
+        metrics::counter!("lock_acquisitions_total", "key" => key.clone(), "kind" => kind, "outcome" => outcome)
+            .increment(1);
+        metrics::histogram!("lock_wait_seconds", "key" => key, "kind" => kind, "outcome" => outcome)
             .record(waited.as_secs_f64());
     }
 
@@ -142,7 +147,8 @@ impl KeyMetrics {
 
     /// A lock a waiting caller got.
     pub(crate) fn handoff(&self) {
-        metrics::counter!("lock_handoffs_total", "key" => self.label.clone()).increment(1);
+        metrics::counter!("lock_handoffs_total", "key" => self.label.clone(), "kind" => self.kind)
+            .increment(1);
     }
 
     /// A held lock lost.
@@ -151,7 +157,8 @@ impl KeyMetrics {
             crate::LossReason::Expired => "expired",
             crate::LossReason::NotOwner => "not_owner",
         };
-        metrics::counter!("lock_losses_total", "key" => self.label.clone(), "reason" => reason).increment(1);
+        metrics::counter!("lock_losses_total", "key" => self.label.clone(), "kind" => self.kind, "reason" => reason)
+            .increment(1);
     }
 }
 
@@ -183,8 +190,17 @@ impl Cached {
 }
 
 impl MetricsCache {
-    /// The metrics of `key`, registered on first use.
-    pub(crate) fn of(&self, key: &str) -> Arc<KeyMetrics> {
+    /// The metrics of `key` held as `hold`, registered on first use.
+    pub(crate) fn of(&self, key: &str, hold: Hold) -> Arc<KeyMetrics> {
+        // Locks look their key up as it is (no allocation on the hot path); the other kinds
+        // under `<kind>\0<key>`, which no lock key can be (no control characters).
+        match hold {
+            Hold::Lock => self.cached(key, "lock"),
+            other => self.cached(&format!("{}\0{key}", other.label()), other.label()),
+        }
+    }
+
+    fn cached(&self, key: &str, kind: &'static str) -> Arc<KeyMetrics> {
         let recorder = metrics::with_recorder(|r| std::ptr::from_ref(r).cast::<()>() as usize);
         let generation = KEY_LABEL_GENERATION.load(Ordering::Acquire);
         // Read-locked on the common path: acquisitions on several threads do not queue here.
@@ -206,7 +222,7 @@ impl MetricsCache {
         if cached.by_key.len() >= CACHED_KEYS {
             cached.by_key.clear();
         }
-        let metrics = Arc::new(KeyMetrics::register(key));
+        let metrics = Arc::new(KeyMetrics::register(key.rsplit('\0').next().unwrap_or(key), kind));
         cached.by_key.insert(key.into(), metrics.clone());
         metrics
     }
@@ -222,8 +238,9 @@ pub(crate) enum Unclaimed {
     Lapsed,
 }
 
-/// Hand-offs of `key` that reached nobody: `n` of them, for `reason`. Rare, so not cached.
-pub(crate) fn handoffs_unclaimed(key: &str, reason: Unclaimed, n: u64) {
+/// Hand-offs of `key` (held as `kind`) that reached nobody: `n` of them, for `reason`. Rare, so
+/// not cached.
+pub(crate) fn handoffs_unclaimed(key: &str, kind: &'static str, reason: Unclaimed, n: u64) {
     if n == 0 {
         return;
     }
@@ -231,7 +248,7 @@ pub(crate) fn handoffs_unclaimed(key: &str, reason: Unclaimed, n: u64) {
         Unclaimed::WaiterLeft => "waiter_left",
         Unclaimed::Lapsed => "lapsed",
     };
-    metrics::counter!("lock_handoffs_unclaimed_total", "key" => key_label(key), "reason" => reason)
+    metrics::counter!("lock_handoffs_unclaimed_total", "key" => key_label(key), "kind" => kind, "reason" => reason)
         .increment(n);
 }
 

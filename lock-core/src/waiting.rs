@@ -8,12 +8,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::conn::Sent;
-use crate::core::{Attempt, Core, Taken};
+use crate::core::{Attempt, Core, Taken, Target};
 use crate::error::{LockError, LossReason, Result};
 use crate::liveness::Identity;
 use crate::options::{LockOptions, drift, millis};
 use crate::reply::Reply;
-use crate::schema::scripts::{EXTEND, Eval};
 use crate::state::LockState;
 use crate::waiters::Ticket;
 
@@ -24,7 +23,7 @@ impl Core {
     /// A waiting acquisition, bounded by `wait` from now.
     pub(crate) async fn wait_for(
         &self,
-        key: &str,
+        target: Target<'_>,
         options: &LockOptions,
         tick: Option<i64>,
         wait: Duration,
@@ -34,7 +33,7 @@ impl Core {
         let deadline = now.checked_add(wait).unwrap_or_else(|| now + FOREVER);
         let identity = self.identity_until(deadline).await?;
         let token = self.new_token(&identity);
-        Waiting::new(self, key, options, tick, wait, deadline, identity, token).run().await
+        Waiting::new(self, target, options, tick, wait, deadline, identity, token).run().await
     }
     /// This client's liveness identity. Creating it (first use, or after it died) needs Redis;
     /// a waiting caller keeps trying while Redis is unreachable, up to `deadline`.
@@ -50,15 +49,15 @@ impl Core {
             }
         }
     }
-    /// Extends a lock taken by hand-off to its lease (`EXTEND`: only if the key still holds
-    /// its token), in the background; a refusal means it was not ours after all: lost.
+    /// Extends a lock (or permit, or hold) taken by hand-off to its lease (its renewal: only if
+    /// it is still the token's), in the background; a refusal means it was not ours after all:
+    /// lost.
     fn confirm_hand_off(&self, state: Arc<LockState>) {
         let (conn, watchdog) = (self.conn.clone(), self.watchdog.clone());
         tokio::spawn(async move {
             let Ok(lease) = millis(state.lease, "lease") else { return };
             for attempt in 0..2 {
-                let mut invocation = Eval::new(&EXTEND, &[&state.key]);
-                invocation.arg(&state.token).arg(lease);
+                let invocation = state.hold.renewal(&state.key, &state.token, lease);
                 let sent_at = Instant::now();
                 match conn.invoke::<i64>(&invocation, || format!("confirming lock `{}`", state.key)).await {
                     Ok(1) => return state.extend_from(sent_at),
@@ -93,7 +92,7 @@ fn jittered(d: Duration) -> Duration {
 /// is recognised as ours; a wait that ends without the lock cleans its token up.
 struct Waiting<'a> {
     core: &'a Core,
-    key: &'a str,
+    target: Target<'a>,
     options: &'a LockOptions,
     tick: Option<i64>,
     wait: Duration,
@@ -138,7 +137,7 @@ impl<'a> Waiting<'a> {
     #[allow(clippy::too_many_arguments)]
     fn new(
         core: &'a Core,
-        key: &'a str,
+        target: Target<'a>,
         options: &'a LockOptions,
         tick: Option<i64>,
         wait: Duration,
@@ -149,10 +148,10 @@ impl<'a> Waiting<'a> {
         let (initial, max) = core.config.backoff;
         // Registered before the first try, so a hand-off announced right after it is heard
         // when the channel is already subscribed (another waiter, or a lingering one).
-        let ticket = Some(core.waiters.register(key, &token));
+        let ticket = Some(core.waiters.register(target.key, &token));
         Waiting {
             core,
-            key,
+            target,
             options,
             tick,
             wait,
@@ -216,9 +215,9 @@ impl<'a> Waiting<'a> {
         }
         // Done: the token is the guard's now (the drop clean-up needs it only when not done).
         self.done = true;
-        let (key, token, options) = (self.key, std::mem::take(&mut self.token), self.options);
+        let (target, token, options) = (self.target, std::mem::take(&mut self.token), self.options);
         let taken = Taken { fence: None, sent_at: since, valid_for: Some(handoff) };
-        let guard = self.core.guard(key, token, &self.identity, options, taken);
+        let guard = self.core.guard(target, token, &self.identity, options, taken);
         guard.state().metrics.handoff();
         self.core.confirm_hand_off(guard.state().clone());
         Some(Attempt::Acquired(guard))
@@ -234,7 +233,7 @@ impl<'a> Waiting<'a> {
         let try_sent_at = Instant::now();
         self.in_flight_at = try_sent_at;
         let reply = core
-            .script(self.key, &self.token, self.options, self.tick, Some(self.line), &self.in_flight)
+            .script(self.target, &self.token, self.options, self.tick, Some(self.line), &self.in_flight)
             .await;
         self.last_sent = self.sent_so_far();
         self.in_flight = Sent::default();
@@ -243,7 +242,7 @@ impl<'a> Waiting<'a> {
             Ok(Reply::Acquired { fence, sent_at }) => {
                 self.done = true;
                 let guard = core.guard(
-                    self.key,
+                    self.target,
                     std::mem::take(&mut self.token),
                     &self.identity,
                     self.options,
@@ -256,12 +255,14 @@ impl<'a> Waiting<'a> {
             }
             // Not `done`: if the key holds our token, the clean-up passes it on.
             Ok(Reply::TickDone { last, .. }) => Ok(Step::Done(Attempt::TickDone(last))),
-            Ok(Reply::Held { remaining, holder }) => {
+            Ok(Reply::Held { remaining, holders }) => {
                 self.remaining = remaining;
                 self.last_error = None;
                 self.queued_since.get_or_insert(try_sent_at);
-                let Some(holder) = holder else { return Ok(Step::Wait) };
-                match core.take_over_if_dead(self.key, &holder).await {
+                if holders.is_empty() {
+                    return Ok(Step::Wait);
+                }
+                match core.take_over_dead(self.target, &holders).await {
                     Ok(true) => Ok(Step::TryAgain),
                     Ok(false) => Ok(Step::Wait),
                     Err(e) if e.is_transient() => {
@@ -288,7 +289,7 @@ impl<'a> Waiting<'a> {
         self.abandon();
         self.identity = self.core.identity_until(self.deadline).await?;
         self.token = self.core.new_token(&self.identity);
-        self.ticket = Some(self.core.waiters.register(self.key, &self.token));
+        self.ticket = Some(self.core.waiters.register(self.target.key, &self.token));
         self.queued_since = None;
         Ok(())
     }
@@ -300,7 +301,8 @@ impl<'a> Waiting<'a> {
         self.in_flight = Sent::default();
         if let Some((sent_at, generation)) = self.last_sent.take() {
             let lease = self.core.lease_of(self.options).lease;
-            self.core.releaser.abandon(self.key, &self.token, sent_at, lease, true, generation);
+            let token = (self.target.key, self.target.hold, self.token.as_str());
+            self.core.releaser.abandon(token, sent_at, lease, true, generation);
         }
     }
 
@@ -324,7 +326,8 @@ impl<'a> Waiting<'a> {
         if self.ticket.is_none() {
             tracing::debug!(wait = ?self.wait, "lock held; waiting");
         }
-        let ticket = self.ticket.get_or_insert_with(|| self.core.waiters.register(self.key, &self.token));
+        let ticket =
+            self.ticket.get_or_insert_with(|| self.core.waiters.register(self.target.key, &self.token));
         match tokio::time::timeout_at(self.deadline, ticket.ensure_subscribed()).await {
             Err(_) => Err(self.timed_out()),
             Ok(Ok(subscribed)) => Ok(subscribed),
@@ -358,7 +361,7 @@ impl<'a> Waiting<'a> {
         tracing::debug!(waited = ?self.wait, "timed out waiting for lock");
         self.last_error
             .take()
-            .unwrap_or_else(|| LockError::Timeout { key: self.key.to_owned(), waited: self.wait })
+            .unwrap_or_else(|| LockError::Timeout { key: self.target.key.to_owned(), waited: self.wait })
     }
 }
 

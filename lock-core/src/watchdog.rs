@@ -16,7 +16,7 @@ use crate::conn::Conn;
 use crate::deploy::slots::Node;
 use crate::error::LossReason;
 use crate::options::{millis, next_pass};
-use crate::schema::scripts::{EXTEND, Eval};
+use crate::schema::scripts::{EXTEND, MEMBER_RENEW};
 use crate::state::LockState;
 use crate::sync::lock_unpoisoned;
 
@@ -212,9 +212,11 @@ async fn renew_batch(client: &Shared, batch: &[Arc<LockState>], node: Option<Nod
     }
     let (mut sent_at, mut result) = send_renewals(client, &batch, node.clone()).await;
     if result.as_ref().is_ok_and(|replies| replies.iter().any(is_noscript)) {
-        // The server lost its script cache (restart, SCRIPT FLUSH): load it and send again,
+        // The server lost its script cache (restart, SCRIPT FLUSH): load them and send again,
         // without the locks released meanwhile.
-        if client.conn.load_script(&EXTEND).await.is_ok() {
+        if client.conn.load_script(&EXTEND).await.is_ok()
+            && client.conn.load_script(&MEMBER_RENEW).await.is_ok()
+        {
             batch.retain(|s| s.is_active());
             if batch.is_empty() {
                 return true;
@@ -274,8 +276,7 @@ async fn renew_batch(client: &Shared, batch: &[Arc<LockState>], node: Option<Nod
 /// Renews one lock through the key-routed connection; false if it could not be done now.
 async fn renew_one(client: &Shared, state: &Arc<LockState>) -> bool {
     let lease = millis(state.lease, "lease").unwrap_or(u64::MAX);
-    let mut extend = Eval::new(&EXTEND, &[&state.key]);
-    extend.arg(&state.token).arg(lease);
+    let extend = state.hold.renewal(&state.key, &state.token, lease);
     let sent_at = Instant::now();
     client.renewals.fetch_add(1, Ordering::Relaxed);
     match client.conn.invoke::<i64>(&extend, || format!("renewing lock `{}`", state.key)).await {
@@ -300,8 +301,8 @@ fn is_redirect(e: &redis::RedisError) -> bool {
     matches!(e.kind(), ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask))
 }
 
-/// One pipeline of EXTEND calls (to `node`, in a cluster); each reply stands alone, so one
-/// bad key cannot fail the rest.
+/// One pipeline of renewals (EXTEND, or MEMBER_RENEW for permits and read holds; to `node`, in
+/// a cluster); each reply stands alone, so one bad key cannot fail the rest.
 async fn send_renewals(
     client: &Shared,
     batch: &[&Arc<LockState>],
@@ -312,7 +313,13 @@ async fn send_renewals(
     for state in batch {
         // Leases were validated at acquisition, so the conversion cannot fail here.
         let lease = millis(state.lease, "lease").unwrap_or(u64::MAX);
-        pipe.cmd("EVALSHA").arg(EXTEND.get_hash()).arg(1).arg(&state.key).arg(&state.token).arg(lease);
+        let script = state.hold.renewal_script();
+        pipe.cmd("EVALSHA")
+            .arg(script.get_hash())
+            .arg(1)
+            .arg(state.hold.renewal_key(&state.key))
+            .arg(&state.token)
+            .arg(lease);
     }
     let sent_at = Instant::now();
     client.renewals.fetch_add(batch.len() as u64, Ordering::Relaxed);

@@ -218,7 +218,7 @@ async fn lockctl_operates_a_running_replica() {
     for expected in [
         r#"scheduler_runs_total{job="daily-report",outcome="ran"}"#,
         r#"scheduler_runs_total{job="daily-report",outcome="skipped_paused"}"#,
-        r#"lock_acquisitions_total{key="lock:daily-report",outcome="acquired"}"#,
+        r#"lock_acquisitions_total{key="lock:daily-report",kind="lock",outcome="acquired"}"#,
         "lock_hold_seconds",
         "scheduler_run_duration_seconds",
         "scheduler_start_lag_seconds",

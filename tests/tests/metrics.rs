@@ -96,13 +96,13 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
         .expect("released");
 
     let snap = values(&snapshotter);
-    assert_eq!(counter(&snap, "lock_acquisitions_total", &[label, "outcome=acquired"]), 3);
-    assert_eq!(counter(&snap, "lock_acquisitions_total", &[label, "outcome=held"]), 1);
-    assert_eq!(counter(&snap, "lock_acquisitions_total", &[label, "outcome=timeout"]), 1);
-    assert_eq!(counter(&snap, "lock_handoffs_total", &[label]), 1);
-    let holds = histogram(&snap, "lock_hold_seconds", &[label]);
+    assert_eq!(counter(&snap, "lock_acquisitions_total", &[label, "kind=lock", "outcome=acquired"]), 3);
+    assert_eq!(counter(&snap, "lock_acquisitions_total", &[label, "kind=lock", "outcome=held"]), 1);
+    assert_eq!(counter(&snap, "lock_acquisitions_total", &[label, "kind=lock", "outcome=timeout"]), 1);
+    assert_eq!(counter(&snap, "lock_handoffs_total", &[label, "kind=lock"]), 1);
+    let holds = histogram(&snap, "lock_hold_seconds", &[label, "kind=lock"]);
     assert_eq!(holds.len(), 3, "{holds:?}");
-    let timeouts = histogram(&snap, "lock_wait_seconds", &[label, "outcome=timeout"]);
+    let timeouts = histogram(&snap, "lock_wait_seconds", &[label, "kind=lock", "outcome=timeout"]);
     assert!(timeouts.len() == 1 && timeouts[0] >= 0.2, "waited at least the bound: {timeouts:?}");
     assert!(
         !snap.iter().any(|(_, labels, _)| labels.iter().any(|l| l.contains("42"))),
@@ -137,7 +137,14 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
     let got = waiter.await.expect("task").expect("the live waiter gets it after the lapse");
     assert!(got.release().await.expect("released"));
     let snap = values(&snapshotter);
-    assert_eq!(counter(&snap, "lock_handoffs_unclaimed_total", &["key=lock:unclaimed", "reason=lapsed"]), 1);
+    assert_eq!(
+        counter(
+            &snap,
+            "lock_handoffs_unclaimed_total",
+            &["key=lock:unclaimed", "kind=lock", "reason=lapsed"]
+        ),
+        1
+    );
 
     // A waiter that gives up just after a release reserved the lock for it: its clean-up passes
     // the lock on at once (`waiter_left`). The waiter's client runs on a thread of its own, held
@@ -185,7 +192,11 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
     assert_eq!(server.cli(&["GET", key]), "(nil)", "passed on (nobody else waits: freed)");
     let snap = values(&snapshotter);
     assert_eq!(
-        counter(&snap, "lock_handoffs_unclaimed_total", &["key=lock:unclaimed", "reason=waiter_left"]),
+        counter(
+            &snap,
+            "lock_handoffs_unclaimed_total",
+            &["key=lock:unclaimed", "kind=lock", "reason=waiter_left"]
+        ),
         1
     );
 
@@ -217,7 +228,10 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
     let lag = histogram(&snap, "scheduler_start_lag_seconds", &[job_label]);
     // A run starts after its slot, and on a machine this size well within a second of it.
     assert!(lag.len() >= 2 && lag.iter().all(|l| (0.0..5.0).contains(l)), "{lag:?}");
-    assert!(counter(&snap, "lock_acquisitions_total", &["key=lock:metrics-job", "outcome=acquired"]) >= 2);
+    assert!(
+        counter(&snap, "lock_acquisitions_total", &["key=lock:metrics-job", "kind=lock", "outcome=acquired"])
+            >= 2
+    );
 
     // The run history has the runs and the paused slot, newest first.
     let history = scheduler::history(&a, "metrics-job", 100).await.expect("history");
