@@ -11,7 +11,7 @@ use deadpool_redis::Pool;
 use deadpool_redis::redis;
 
 use crate::builder::LockClientBuilder;
-use crate::core::{Attempt, Core};
+use crate::core::{Attempt, Core, Target};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::inspect;
@@ -237,7 +237,7 @@ impl LockClient {
     /// Inside [`tick::scope`](crate::tick::scope), the first such section claims the run's tick
     /// with its lock and fails with [`LockError::TickClaimed`] if it was already claimed.
     pub async fn with_lock<F: Future>(&self, key: &str, options: LockOptions, fut: F) -> Result<F::Output> {
-        section::run(&self.core, key, options, scope::claim_tick(), fut).await.result
+        section::run(&self.core, Target::lock(key), options, scope::claim_tick(), fut).await.result
     }
 
     /// Reads the state of the lock `key`, for operators' tools: holder, TTL, fence, last tick,

@@ -4,6 +4,8 @@
 use std::future::Future;
 
 use crate::client::LockClient;
+use crate::core::Target;
+use crate::hold::Hold;
 use crate::error::{LockError, Result};
 use crate::options::MIN_LEASE;
 use crate::outcome::{LockResult, Skippable};
@@ -31,12 +33,35 @@ pub struct Spec {
     pub key: String,
     /// The options given to the attribute (`on_lost` included).
     pub options: LockOptions,
+    hold: Hold,
 }
 
 impl Spec {
-    /// A spec for `key` with `options`.
+    /// A lock on `key` with `options`.
     pub fn new(key: String, options: LockOptions) -> Self {
-        Spec { key, options }
+        Spec { key, options, hold: Hold::Lock }
+    }
+
+    /// A permit of the semaphore `key` of `permits` (`permits = N`; checked at compile time
+    /// to be at least 1).
+    pub fn permit(key: String, options: LockOptions, permits: u32) -> Self {
+        Spec { key, options, hold: Hold::Permit { permits } }
+    }
+
+    /// A read hold of the read-write lock `key` (`read`).
+    pub fn read(key: String, options: LockOptions) -> Self {
+        Spec { key, options, hold: Hold::Read }
+    }
+
+    /// A write hold of the read-write lock `key` (`write`).
+    pub fn write(key: String, options: LockOptions) -> Self {
+        Spec { key, options, hold: Hold::Write }
+    }
+
+    /// The section to run: only a lock claims a scheduler run's tick.
+    fn target(&self) -> (Target<'_>, Option<i64>) {
+        let tick = if self.hold == Hold::Lock { scope::claim_tick() } else { None };
+        (Target { key: &self.key, hold: self.hold }, tick)
     }
 }
 
@@ -56,7 +81,8 @@ pub async fn run<R: LockResult, F: Future<Output = R>>(client: Result<LockClient
         Ok(client) => client,
         Err(e) => return R::lock_failed(e),
     };
-    match section::run(client.core(), &spec.key, spec.options, scope::claim_tick(), body).await.result {
+    let (target, tick) = spec.target();
+    match section::run(client.core(), target, spec.options.clone(), tick, body).await.result {
         Ok(output) => output,
         Err(e) => R::lock_failed(e),
     }
@@ -72,7 +98,8 @@ pub async fn run_skip<R: Skippable, F: Future<Output = R>>(
         Ok(client) => client,
         Err(e) => return R::lock_failed(e),
     };
-    let section = section::run(client.core(), &spec.key, spec.options, scope::claim_tick(), body).await;
+    let (target, tick) = spec.target();
+    let section = section::run(client.core(), target, spec.options.clone(), tick, body).await;
     match section.result {
         Ok(output) => output,
         Err(LockError::TickClaimed { .. }) => R::skipped(),

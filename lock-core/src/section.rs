@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use crate::core::{Attempt, Core};
+use crate::core::{Attempt, Core, Target};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::options::{LockOptions, OnLost};
@@ -23,12 +23,12 @@ pub(crate) struct Section<T> {
     pub(crate) claimed_tick: bool,
 }
 
-/// Runs `body` holding `key`, per `options` (including `on_lost`). With `tick` (from
-/// [`scope::claim_tick`], or given), claims it with the lock and reports the outcome to the
-/// enclosing tick scope.
+/// Runs `body` holding `target` (a lock, a permit, a read or write hold), per `options`
+/// (including `on_lost`). With `tick` (from [`scope::claim_tick`], or given; locks only),
+/// claims it with the lock and reports the outcome to the enclosing tick scope.
 pub(crate) async fn run<F: Future>(
     client: &Arc<Core>,
-    key: &str,
+    target: Target<'_>,
     options: LockOptions,
     tick: Option<i64>,
     body: F,
@@ -40,7 +40,8 @@ pub(crate) async fn run<F: Future>(
         }
     };
     let on_lost = options.on_lost;
-    let guard = match client.lock_for(key, options, tick).await {
+    let key = target.key;
+    let guard = match client.hold_for(target, options, tick).await {
         Ok(Attempt::Acquired(guard)) => guard,
         Ok(Attempt::Held(remaining)) => {
             report(TickOutcome::Held);

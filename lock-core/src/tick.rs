@@ -32,6 +32,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::client::LockClient;
+use crate::core::Target;
 use crate::error::{LockError, Result};
 use crate::options::LockOptions;
 use crate::scope;
@@ -96,7 +97,7 @@ impl LockClient {
     ) -> Result<TickRun<F::Output>> {
         // Its own scope, so that the outcome is not reported to an enclosing run's scope.
         let (section, _) =
-            scope::tick_scope(tick, section::run(self.core(), key, options, Some(tick), fut)).await;
+            scope::tick_scope(tick, section::run(self.core(), Target::lock(key), options, Some(tick), fut)).await;
         match section.result {
             Ok(output) => Ok(TickRun::Ran(output)),
             Err(LockError::TickClaimed { tick, .. }) => Ok(TickRun::ClaimedElsewhere { last_tick: tick }),
