@@ -11,7 +11,7 @@ use deadpool_redis::Pool;
 use deadpool_redis::redis;
 
 use crate::builder::LockClientBuilder;
-use crate::core::{Attempt, Core, Target};
+use crate::core::{Core, Target};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::inspect;
@@ -216,12 +216,7 @@ impl LockClient {
     /// Inside a locked section of the current task that already holds `key` (see
     /// [`with_lock`](Self::with_lock)), returns a nested guard without touching Redis.
     pub async fn acquire(&self, key: &str, options: LockOptions) -> Result<LockGuard> {
-        match self.core.lock_for(key, options, None).await? {
-            Attempt::Acquired(guard) => Ok(guard),
-            Attempt::Held(remaining) => Err(LockError::Held { key: key.to_owned(), remaining }),
-            // Only reported when a tick is passed.
-            Attempt::TickDone(tick) => Err(LockError::TickClaimed { key: key.to_owned(), tick }),
-        }
+        self.core.take(Target::lock(key), options).await
     }
 
     /// Takes `key` (per `options`), runs `fut` while holding it, and releases it on every path:

@@ -126,15 +126,14 @@ impl Core {
         }
     }
 
-    /// `LockClient::acquire`, optionally claiming a scheduler tick with the lock, and reporting
-    /// contention as an [`Attempt`] rather than an error.
-    pub(crate) async fn lock_for(
-        &self,
-        key: &str,
-        options: LockOptions,
-        tick: Option<i64>,
-    ) -> Result<Attempt> {
-        self.hold_for(Target::lock(key), options, tick).await
+    /// Takes `target` without a tick: contention is [`LockError::Held`].
+    pub(crate) async fn take(&self, target: Target<'_>, options: LockOptions) -> Result<LockGuard> {
+        match self.hold_for(target, options, None).await? {
+            Attempt::Acquired(guard) => Ok(guard),
+            Attempt::Held(remaining) => Err(LockError::Held { key: target.key.to_owned(), remaining }),
+            // Only reported when a tick is passed.
+            Attempt::TickDone(tick) => Err(LockError::TickClaimed { key: target.key.to_owned(), tick }),
+        }
     }
 
     /// Takes `target` (a lock, a permit, a read or write hold), optionally claiming a
@@ -216,7 +215,7 @@ impl Core {
         Ok(Some(LockGuard::nested(state, self.releaser.clone())))
     }
 
-    /// [`lock_for`](Self::lock_for) past the re-entrancy check, inside the acquire span;
+    /// [`hold_for`](Self::hold_for) past the re-entrancy check, inside the acquire span;
     /// `started` is when the call began.
     async fn acquire(
         &self,

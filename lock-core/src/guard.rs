@@ -136,3 +136,75 @@ impl fmt::Debug for LockGuard {
             .finish()
     }
 }
+
+/// A guard of another primitive (a permit, a read or a write hold): a [`LockGuard`] inside,
+/// with the same methods, so that each primitive's guard is its own type.
+macro_rules! hold_guard {
+    ($(#[$doc:meta])* $name:ident, $what:literal) => {
+        $(#[$doc])*
+        #[must_use = concat!("dropping a ", stringify!($name), " gives the ", $what, " back at once")]
+        pub struct $name(pub(crate) $crate::guard::LockGuard);
+
+        impl $name {
+            /// The name of the primitive this hold is on (its Redis key).
+            pub fn name(&self) -> &str {
+                self.0.key()
+            }
+
+            #[doc = concat!("The owner token of this ", $what, ", as stored in Redis (see [`LockGuard::token`](crate::LockGuard::token)).")]
+            pub fn token(&self) -> &str {
+                self.0.token()
+            }
+
+            #[doc = concat!("The fencing token drawn when this ", $what, " was taken, when fencing was requested: it strictly increases with every acquisition on this primitive.")]
+            pub fn fence(&self) -> Option<u64> {
+                self.0.fence()
+            }
+
+            /// The lease: fixed, or the watchdog's, renewed while the guard lives.
+            pub fn lease(&self) -> std::time::Duration {
+                self.0.lease()
+            }
+
+            /// Whether this guard shares an outer hold of the same task (see the primitive's
+            /// re-entrancy rules); always `false` for a permit.
+            pub fn is_nested(&self) -> bool {
+                self.0.is_nested()
+            }
+
+            #[doc = concat!("Whether the ", $what, " is still ours as far as this process can tell (see [`LockGuard::is_held`](crate::LockGuard::is_held)).")]
+            pub fn is_held(&self) -> bool {
+                self.0.is_held()
+            }
+
+            /// The local deadline: until then the hold is known to be ours.
+            pub fn valid_until(&self) -> tokio::time::Instant {
+                self.0.valid_until()
+            }
+
+            #[doc = concat!("Resolves when the ", $what, " is lost (see [`LockGuard::lost`](crate::LockGuard::lost)); never once released.")]
+            pub fn lost(&self) -> impl std::future::Future<Output = $crate::LossReason> + Send + 'static {
+                self.0.lost()
+            }
+
+            #[doc = concat!("Gives the ", $what, " back (handed to the oldest waiter that fits, if any). Returns whether it was still ours: `false` means the work ran (partly) without it.")]
+            #[must_use = "`false` means the work ran (partly) without the hold"]
+            pub async fn release(self) -> $crate::Result<bool> {
+                self.0.release().await
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($name))
+                    .field("name", &self.0.key())
+                    .field("token", &self.0.token())
+                    .field("fence", &self.0.fence())
+                    .field("nested", &self.0.is_nested())
+                    .field("held", &self.0.is_held())
+                    .finish()
+            }
+        }
+    };
+}
+pub(crate) use hold_guard;

@@ -180,9 +180,15 @@ impl Hold {
                 eval
             }
             Hold::Read | Hold::Write => {
+                // Another client's token (a take-over, a force-release) may hold either mode.
+                let mode = match self {
+                    _ if !for_holder => "?",
+                    Hold::Read => "r",
+                    _ => "w",
+                };
                 let mut eval = Eval::new(&RW_RELEASE, &[key, &schema::readers_key(key), &queue, &tickets]);
                 eval.arg(token)
-                    .arg(if self == Hold::Read { "r" } else { "w" })
+                    .arg(mode)
                     .arg(keep_ms)
                     .arg(publish)
                     .arg(channels)

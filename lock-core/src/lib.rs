@@ -20,9 +20,11 @@ mod outcome;
 mod release;
 mod replica_ack;
 mod reply;
+mod rw_lock;
 pub mod schema;
 mod scope;
 mod section;
+mod semaphore;
 mod state;
 mod sync;
 pub mod telemetry;
@@ -41,8 +43,10 @@ pub use guard::LockGuard;
 pub use options::{Lease, LockOptions, MIN_LEASE, OnLost};
 pub use outcome::{LockResult, Skippable};
 pub use replica_ack::{AckShortfall, ReplicaAck};
+pub use rw_lock::{ReadGuard, RwLock, WriteGuard};
 pub use schema::{MAX_KEY_LEN, validate_key};
 pub use scope::{CurrentLock, current};
+pub use semaphore::{PermitGuard, Semaphore};
 
 #[cfg(feature = "macros")]
 pub use lock_macros::distributed_lock;

@@ -5,8 +5,8 @@ use std::future::Future;
 
 use crate::client::LockClient;
 use crate::core::Target;
-use crate::hold::Hold;
 use crate::error::{LockError, Result};
+use crate::hold::Hold;
 use crate::options::MIN_LEASE;
 use crate::outcome::{LockResult, Skippable};
 use crate::scope;

@@ -97,7 +97,8 @@ impl LockClient {
     ) -> Result<TickRun<F::Output>> {
         // Its own scope, so that the outcome is not reported to an enclosing run's scope.
         let (section, _) =
-            scope::tick_scope(tick, section::run(self.core(), Target::lock(key), options, Some(tick), fut)).await;
+            scope::tick_scope(tick, section::run(self.core(), Target::lock(key), options, Some(tick), fut))
+                .await;
         match section.result {
             Ok(output) => Ok(TickRun::Ran(output)),
             Err(LockError::TickClaimed { tick, .. }) => Ok(TickRun::ClaimedElsewhere { last_tick: tick }),

@@ -10,7 +10,7 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprAsync, FnArg, Ident, ItemFn, Pat, Path, ReturnType, Signature};
 
 use crate::key::{self, KeyTemplate};
-use crate::options::{self, Options};
+use crate::options::{self, HoldKind, Options};
 use crate::shape::{self, Shape};
 
 /// What the expansion names `<crate>::__private` (`use <crate>::__private as ..;` in the body):
@@ -132,6 +132,12 @@ impl LockCall {
         let lock_options = self.lock_options(&private(Span::call_site()));
         let (ret_ty, ret_span) = &self.ret;
         let runner = if self.options.skip_if_held { "run_skip" } else { "run" };
+        let spec = match self.options.hold {
+            HoldKind::Lock => quote!(new(#key, #lock_options)),
+            HoldKind::Permit(permits) => quote!(permit(#key, #lock_options, #permits)),
+            HoldKind::Read => quote!(read(#key, #lock_options)),
+            HoldKind::Write => quote!(write(#key, #lock_options)),
+        };
         let (runner, private_at_ret) = (Ident::new(runner, *ret_span), private(*ret_span));
         // The call and its `.await` carry the return type's span too, so that an unusable
         // return type is reported once, there.
@@ -140,7 +146,7 @@ impl LockCall {
             #lease_check
             #private_at_ret::#runner::<#ret_ty, _>(
                 #client,
-                #private_at_ret::Spec::new(#key, #lock_options),
+                #private_at_ret::Spec::#spec,
                 #body,
             )
             .await

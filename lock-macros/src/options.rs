@@ -11,7 +11,8 @@ use syn::{Expr, ExprLit, Lit, LitStr, Meta, Path, Token};
 
 use crate::duration;
 
-const OPTIONS: &str = "key, skip_if_held, wait, lease, at_least, fencing, client, on_lost, crate";
+const OPTIONS: &str =
+    "key, skip_if_held, wait, lease, at_least, fencing, client, on_lost, permits, read, write, crate";
 
 /// The validated arguments.
 pub(crate) struct Options {
@@ -25,9 +26,24 @@ pub(crate) struct Options {
     pub(crate) fencing: bool,
     pub(crate) client: Option<Expr>,
     pub(crate) on_lost_continue: bool,
+    /// What the fn holds: a lock (the default), a permit of the semaphore `key`, or a read or
+    /// write hold of the read-write lock `key`.
+    pub(crate) hold: HoldKind,
     /// `crate = "path"`: the path to lock-core, for users who reach it through a re-export,
     /// and the span of its literal.
     pub(crate) krate: Option<(Path, Span)>,
+}
+
+/// What `key` names and how the fn holds it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HoldKind {
+    Lock,
+    /// `permits = N`: a permit of a semaphore of N permits.
+    Permit(u32),
+    /// `read`: a read hold of a read-write lock.
+    Read,
+    /// `write`: the write hold of a read-write lock.
+    Write,
 }
 
 #[derive(Default)]
@@ -40,6 +56,9 @@ struct Builder {
     fencing: Option<Span>,
     client: Option<Expr>,
     on_lost: Option<(bool, Span)>,
+    permits: Option<(u32, Span)>,
+    read: Option<Span>,
+    write: Option<Span>,
     krate: Option<(Path, Span)>,
     seen: Vec<String>,
 }
@@ -72,6 +91,12 @@ pub(crate) fn parse(args: proc_macro2::TokenStream, attr_span: Span) -> syn::Res
         fencing: b.fencing.is_some(),
         client: b.client,
         on_lost_continue: b.on_lost.is_some_and(|(c, _)| c),
+        hold: match (b.permits, b.read, b.write) {
+            (Some((n, _)), _, _) => HoldKind::Permit(n),
+            (_, Some(_), _) => HoldKind::Read,
+            (_, _, Some(_)) => HoldKind::Write,
+            _ => HoldKind::Lock,
+        },
         krate: b.krate,
     })
 }
@@ -100,10 +125,13 @@ impl Builder {
         match (name.as_str(), meta) {
             ("skip_if_held", Meta::Path(p)) => self.skip_if_held = Some(p.span()),
             ("fencing", Meta::Path(p)) => self.fencing = Some(p.span()),
-            ("skip_if_held" | "fencing", other) => {
+            ("read", Meta::Path(p)) => self.read = Some(p.span()),
+            ("write", Meta::Path(p)) => self.write = Some(p.span()),
+            ("skip_if_held" | "fencing" | "read" | "write", other) => {
                 return Err(syn::Error::new_spanned(other, format!("`{name}` is a flag and takes no value")));
             }
             ("client", Meta::NameValue(nv)) => self.client = Some(nv.value),
+            ("permits", Meta::NameValue(nv)) => self.permits = Some(permits(&nv.value)?),
             (_, Meta::NameValue(nv)) => {
                 let lit = string_literal(&nv.value, &name)?;
                 match name.as_str() {
@@ -147,6 +175,7 @@ impl Builder {
                     "client" => "client = self.locks",
                     "on_lost" => "on_lost = \"continue\"",
                     "crate" => "crate = \"scheduler::lock_core\"",
+                    "permits" => "permits = 4",
                     _ => "wait = \"5s\"",
                 };
                 return Err(syn::Error::new_spanned(
@@ -159,6 +188,19 @@ impl Builder {
     }
 
     fn check(&self) -> syn::Result<()> {
+        if let (Some(_), Some(span)) = (self.read, self.write) {
+            return Err(syn::Error::new(
+                span,
+                "`read` and `write` cannot be combined: a fn holds a read-write lock for reading or for writing",
+            ));
+        }
+        if let (Some(_), Some(span)) = (self.permits, self.read.or(self.write)) {
+            return Err(syn::Error::new(
+                span,
+                "`permits` cannot be combined with `read` or `write`: `permits` names a semaphore, \
+                 `read`/`write` a read-write lock",
+            ));
+        }
         if let (Some(_), Some((_, span))) = (self.skip_if_held, self.wait) {
             return Err(syn::Error::new(
                 span,
@@ -178,6 +220,20 @@ impl Builder {
             ));
         }
         Ok(())
+    }
+}
+
+/// `permits = N`: an integer literal of at least 1.
+fn permits(value: &Expr) -> syn::Result<(u32, Span)> {
+    let Expr::Lit(ExprLit { lit: Lit::Int(n), .. }) = value else {
+        return Err(syn::Error::new_spanned(value, "`permits` takes an integer literal, e.g. `permits = 4`"));
+    };
+    match n.base10_parse::<u32>() {
+        Ok(0) => Err(syn::Error::new_spanned(n, "`permits` must be at least 1")),
+        Ok(permits) => Ok((permits, n.span())),
+        Err(_) => {
+            Err(syn::Error::new_spanned(n, format!("`permits` must fit in a u32 (at most {})", u32::MAX)))
+        }
     }
 }
 

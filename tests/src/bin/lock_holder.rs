@@ -5,10 +5,14 @@
 //! prints `acquired <token>` once it holds the lock. The URL may be any form lock-core accepts
 //! (`rediss://`, `redis+sentinel://`, `redis+cluster://`); `<ca-file>` is the PEM CA a
 //! `rediss://` server's certificate is checked against.
+//!
+//! `LOCK_HOLD` picks what is held on `<key>`: `lock` (the default), `permit:<N>` (a permit of
+//! the semaphore `<key>` of N permits), `read` or `write` (of the read-write lock `<key>`).
 
+use std::any::Any;
 use std::time::Duration;
 
-use lock_core::{LockClient, LockOptions};
+use lock_core::{LockClient, LockError, LockOptions};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -41,9 +45,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A transient failure (the first TLS handshake of a debug build on a busy machine can
     // outlast the command timeout) is retried: the tests need the lock taken, not a race lost.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let guard = loop {
-        match client.try_lock(key, LockOptions::new()).await {
-            Ok(guard) => break guard,
+    let hold = std::env::var("LOCK_HOLD").unwrap_or_else(|_| "lock".to_owned());
+    if !["lock", "read", "write"].contains(&hold.as_str()) && !hold.starts_with("permit:") {
+        return Err(format!("LOCK_HOLD={hold:?}: expected lock, permit:<N>, read or write").into());
+    }
+    let (token, _guard) = loop {
+        match take(&client, key, &hold).await {
+            Ok(held) => break held,
             Err(e) if e.is_transient() && std::time::Instant::now() < deadline => {
                 eprintln!("lock_holder: {e}; retrying");
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -51,8 +59,37 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Err(e) => return Err(e.into()),
         }
     };
-    println!("acquired {}", guard.token());
+    println!("acquired {token}");
     // Hold until killed; the watchdog renews meanwhile.
     std::future::pending::<()>().await;
     Ok(())
+}
+
+/// Takes `hold` on `key`; returns its token and its guard, to be kept alive.
+async fn take(client: &LockClient, key: &str, hold: &str) -> Result<(String, Box<dyn Any>), LockError> {
+    fn kept<G: Any>(token: String, guard: G) -> (String, Box<dyn Any>) {
+        (token, Box::new(guard))
+    }
+    let options = LockOptions::new();
+    Ok(match hold.split_once(':') {
+        Some(("permit", n)) => {
+            let permits = n.parse().map_err(|_| LockError::InvalidOptions(format!("LOCK_HOLD={hold:?}")))?;
+            let guard = client.semaphore(key, permits)?.acquire(options).await?;
+            kept(guard.token().to_owned(), guard)
+        }
+        _ => match hold {
+            "read" => {
+                let guard = client.rw_lock(key)?.read(options).await?;
+                kept(guard.token().to_owned(), guard)
+            }
+            "write" => {
+                let guard = client.rw_lock(key)?.write(options).await?;
+                kept(guard.token().to_owned(), guard)
+            }
+            _ => {
+                let guard = client.try_lock(key, options).await?;
+                kept(guard.token().to_owned(), guard)
+            }
+        },
+    })
 }

@@ -208,8 +208,14 @@ pub(crate) async fn crash_takeover(d: &Deployment) {
 /// Spawns `lock_holder` (watchdog lease 30 s, liveness TTL [`LIVENESS_TTL`]) on `key`; returns
 /// the child and its token once it holds the lock.
 async fn spawn_holder(d: &Deployment, key: &str) -> (std::process::Child, String) {
+    spawn_holder_of(d, key, "lock").await
+}
+
+/// [`spawn_holder`] of `hold` (`LOCK_HOLD`: `lock`, `permit:<N>`, `read` or `write`).
+async fn spawn_holder_of(d: &Deployment, key: &str, hold: &str) -> (std::process::Child, String) {
     let mut holder = std::process::Command::new(env!("CARGO_BIN_EXE_lock_holder"))
         .args([d.holder_url(), key.to_owned(), "30000".into(), LIVENESS_TTL.as_millis().to_string()])
+        .env("LOCK_HOLD", hold)
         .args(d.holder_ca_file())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -299,4 +305,176 @@ pub(crate) async fn tick_claim(d: &Deployment) {
     }
     let late = clients[0].run_tick(&key, base + 1, LockOptions::new(), async {}).await.expect("answers");
     assert!(matches!(late, TickRun::ClaimedElsewhere { last_tick } if last_tick == base + 3), "{late:?}");
+}
+
+/// Many tasks of several clients share a semaphore of 3 permits: never more than 3 holders at
+/// once (and 3 do hold it at once), every acquisition ran, fences are unique, and nothing is
+/// left in Redis.
+pub(crate) async fn semaphore_bound(d: &Deployment) {
+    const PERMITS: u32 = 3;
+    const CLIENTS: usize = 3;
+    const TASKS: usize = 4;
+    const ROUNDS: usize = 4;
+    let name = key("semaphore-bound");
+    let holders = Arc::new(AtomicUsize::new(0));
+    let max_holders = Arc::new(AtomicUsize::new(0));
+    let fences = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let semaphore = d.client(&format!("pod-{c}")).semaphore(&name, PERMITS).expect("a valid semaphore");
+        for _ in 0..TASKS {
+            let (semaphore, holders, max_holders, fences) =
+                (semaphore.clone(), holders.clone(), max_holders.clone(), fences.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let permit = semaphore
+                        .acquire(LockOptions::new().fencing(true).wait(Duration::from_secs(30)))
+                        .await
+                        .unwrap_or_else(|e| panic!("a waiting task gets a permit: {e}"));
+                    let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
+                    max_holders.fetch_max(now, Ordering::SeqCst);
+                    fences.lock().expect("fences").push(permit.fence().expect("a fenced permit"));
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    holders.fetch_sub(1, Ordering::SeqCst);
+                    assert!(permit.release().await.expect("release"), "released a permit it held");
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(60), task).await.expect("all rounds finish").expect("task");
+    }
+    let max = max_holders.load(Ordering::SeqCst);
+    assert!(max <= PERMITS as usize, "{max} holders of {PERMITS} permits at once");
+    assert_eq!(max, PERMITS as usize, "36 tasks never filled the 3 permits: not a semaphore");
+    let mut fences = fences.lock().expect("fences").clone();
+    assert_eq!(fences.len(), CLIENTS * TASKS * ROUNDS);
+    fences.sort_unstable();
+    fences.dedup();
+    assert_eq!(fences.len(), CLIENTS * TASKS * ROUNDS, "two permits drew the same fence");
+    let semaphore = d.client("pod-check").semaphore(&name, PERMITS).expect("a valid semaphore");
+    assert_eq!(semaphore.available().await.expect("available"), PERMITS);
+    assert!(!d.exists(&name), "an idle semaphore leaves no key behind");
+}
+
+/// A permit holder that dies is taken back within about one liveness TTL: a waiter of another
+/// client gets it; the dead holder's permit is gone from Redis.
+pub(crate) async fn semaphore_crash_takeover(d: &Deployment) {
+    let name = key("semaphore-crash");
+    let (holder, token) = spawn_holder_of(d, &name, "permit:1").await;
+    let semaphore = d.client("pod-waiter").semaphore(&name, 1).expect("a valid semaphore");
+    assert!(matches!(semaphore.acquire(LockOptions::new()).await, Err(LockError::Held { .. })));
+    let taken = after_kill(holder, async {
+        semaphore.acquire(LockOptions::new().wait(Duration::from_secs(30))).await
+    })
+    .await;
+    let permit = taken.expect("the waiter gets the dead holder's permit");
+    assert!(absent(&d.cli(&name, &["ZSCORE", &name, &token])), "the dead holder's permit is gone");
+    assert!(!absent(&d.cli(&name, &["ZSCORE", &name, permit.token()])), "the waiter's permit is in Redis");
+    assert!(permit.release().await.expect("release"));
+}
+
+/// Readers share a read-write lock, a writer holds it alone: across clients, a writer never
+/// overlaps a reader or another writer, readers do overlap, and every hold ran.
+pub(crate) async fn rw_exclusion(d: &Deployment) {
+    let name = key("rw-exclusion");
+    let readers = Arc::new(AtomicUsize::new(0));
+    let writers = Arc::new(AtomicUsize::new(0));
+    let max_readers = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for c in 0..3 {
+        let lock = d.client(&format!("pod-{c}")).rw_lock(&name).expect("a valid rw-lock");
+        for t in 0..4 {
+            let write = t == 0;
+            let (lock, readers, writers, max_readers, overlaps, runs) = (
+                lock.clone(),
+                readers.clone(),
+                writers.clone(),
+                max_readers.clone(),
+                overlaps.clone(),
+                runs.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                let wait = LockOptions::new().wait(Duration::from_secs(30));
+                for _ in 0..4 {
+                    if write {
+                        let guard = lock.write(wait.clone()).await.unwrap_or_else(|e| panic!("write: {e}"));
+                        if writers.fetch_add(1, Ordering::SeqCst) > 0 || readers.load(Ordering::SeqCst) > 0 {
+                            overlaps.fetch_add(1, Ordering::SeqCst);
+                        }
+                        tokio::time::sleep(Duration::from_millis(3)).await;
+                        writers.fetch_sub(1, Ordering::SeqCst);
+                        assert!(guard.release().await.expect("release"));
+                    } else {
+                        let guard = lock.read(wait.clone()).await.unwrap_or_else(|e| panic!("read: {e}"));
+                        let now = readers.fetch_add(1, Ordering::SeqCst) + 1;
+                        max_readers.fetch_max(now, Ordering::SeqCst);
+                        if writers.load(Ordering::SeqCst) > 0 {
+                            overlaps.fetch_add(1, Ordering::SeqCst);
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        readers.fetch_sub(1, Ordering::SeqCst);
+                        assert!(guard.release().await.expect("release"));
+                    }
+                    runs.fetch_add(1, Ordering::SeqCst);
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(60), task).await.expect("all rounds finish").expect("task");
+    }
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "a writer overlapped another holder");
+    assert!(max_readers.load(Ordering::SeqCst) >= 2, "readers never shared the lock");
+    assert_eq!(runs.load(Ordering::SeqCst), 48);
+    assert!(!d.exists(&name), "a free rw-lock leaves no key behind");
+    assert!(!d.exists(&lock_core::schema::readers_key(&name)), "no readers left behind");
+}
+
+/// A reader that dies is taken back within about one liveness TTL: a writer of another client
+/// waiting behind it gets the lock.
+pub(crate) async fn rw_reader_crash_takeover(d: &Deployment) {
+    let name = key("rw-reader-crash");
+    let (holder, token) = spawn_holder_of(d, &name, "read").await;
+    let lock = d.client("pod-writer").rw_lock(&name).expect("a valid rw-lock");
+    assert!(matches!(lock.write(LockOptions::new()).await, Err(LockError::Held { .. })));
+    let taken =
+        after_kill(holder, async { lock.write(LockOptions::new().wait(Duration::from_secs(30))).await })
+            .await;
+    let guard = taken.expect("the writer gets the lock the dead reader held");
+    let readers = lock_core::schema::readers_key(&name);
+    assert!(absent(&d.cli(&readers, &["ZSCORE", &readers, &token])), "the dead reader is gone");
+    assert_eq!(d.get(&name).as_deref(), Some(guard.token()));
+    assert!(guard.release().await.expect("release"));
+}
+
+/// Whether a `redis-cli` reply is nil (printed `(nil)`, or empty without a terminal).
+fn absent(reply: &str) -> bool {
+    reply.is_empty() || reply == "(nil)"
+}
+
+/// Runs `wait` (an acquisition that waits) while `holder` lives past its liveness TTL (it must
+/// not succeed then), kills the holder with SIGKILL, and returns what `wait` got, asserting it
+/// came within the crash take-over bound.
+async fn after_kill<T, F>(mut holder: std::process::Child, wait: F) -> T
+where
+    F: std::future::Future<Output = T>,
+{
+    tokio::pin!(wait);
+    // Alive, the holder keeps its hold past its liveness TTL.
+    if let Ok(_early) = tokio::time::timeout(LIVENESS_TTL * 2, &mut wait).await {
+        let _ = holder.kill();
+        panic!("a live holder's hold was taken");
+    }
+    holder.kill().expect("kill -9 the holder");
+    holder.wait().expect("reap the holder");
+    let killed = Instant::now();
+    let got = tokio::time::timeout(Duration::from_secs(15), wait).await.expect("taken over within 15 s");
+    let after = killed.elapsed();
+    eprintln!("crash takeover after {after:?}");
+    let bound = LIVENESS_TTL + lock_core::DEFAULT_MAX_WAIT_BACKOFF + Duration::from_secs(1);
+    assert!(after <= bound, "taken over {after:?} after the crash (bound {bound:?})");
+    got
 }

@@ -1,7 +1,8 @@
 //! One contract suite, every deployment: the behaviour tests that matter (mutual exclusion
 //! with many tasks and several clients, owner-checked release, expiry, extend, hand-off to
-//! another client's waiter, crash takeover, fencing order, tick claim) against each
-//! deployment the harness starts. Test names say which: `single::mutual_exclusion`,
+//! another client's waiter, crash takeover, fencing order, tick claim; a semaphore's bound and a
+//! dead permit holder; a read-write lock's exclusion and a dead reader) against each deployment
+//! the harness starts. Test names say which: `single::mutual_exclusion`,
 //! `single_acl::hand_off_to_another_client`, ...
 //!
 //! The deployment of a kind is shared by the cases running at the same time
@@ -26,7 +27,8 @@ macro_rules! contract {
             }
 
             contract!(@cases mutual_exclusion, owner_checked_release, expiry, extend,
-                hand_off_to_another_client, crash_takeover, fencing_order, tick_claim);
+                hand_off_to_another_client, crash_takeover, fencing_order, tick_claim, semaphore_bound,
+                semaphore_crash_takeover, rw_exclusion, rw_reader_crash_takeover);
         }
     };
     (@cases $($case:ident),*) => {

@@ -3,7 +3,8 @@
 -- outcome is unknown). Runs after handoff.lua and rw_grant.lua.
 --
 -- KEYS: [1] writer key, [2] readers, [3] queue, [4] tickets.
--- ARGV: [1] token, [2] mode ('r'/'w'), [3] ms to keep the hold ('0': none; a minimum hold),
+-- ARGV: [1] token, [2] mode ('r'/'w', or '?': whichever the token holds, for a caller that
+--       gives back another client's hold: a take-over, a force-release), [3] ms to keep the hold ('0': none; a minimum hold),
 --       [4] publish command, [5] release channel prefix, [6] '1' when the caller is not the
 --       holder, else '0', [7] the token's queue entry to leave ('' for a release).
 --
@@ -11,11 +12,13 @@
 -- and the oldest live waiters that fit now were granted theirs), else 0.
 
 local token, keep = ARGV[1], ARGV[3] ~= '0' and ARGV[3] or nil
+local mode = ARGV[2]
+if mode == '?' then mode = redis.call('GET', KEYS[1]) == token and 'w' or 'r' end
 if ARGV[7] ~= '' then
   redis.call('ZREM', KEYS[4], token)
   redis.call('LREM', KEYS[3], 1, ARGV[7])
 end
-if ARGV[2] == 'w' then
+if mode == 'w' then
   if redis.call('GET', KEYS[1]) ~= token then return {0, 0} end
   if keep then
     redis.call('SET', KEYS[1], token .. ':released', 'PX', keep)

@@ -1,0 +1,130 @@
+//! [`Semaphore`]: at most N holders at once, each holding a [`PermitGuard`]. A permit is a hold
+//! like a lock's (renewed by the watchdog, capped by the client's liveness lease, fenced,
+//! handed to the oldest waiter), kept as a member of a sorted set named by the semaphore.
+
+use std::fmt;
+use std::future::Future;
+
+use crate::client::LockClient;
+use crate::core::Target;
+use crate::error::{LockError, Result};
+use crate::guard::hold_guard;
+use crate::hold::Hold;
+use crate::options::LockOptions;
+use crate::schema::{
+    self,
+    scripts::{Eval, SEM_COUNT},
+};
+use crate::section;
+
+/// A distributed counting semaphore of a fixed number of permits, from
+/// [`LockClient::semaphore`]. Cheap to clone.
+///
+/// Every caller of one semaphore must declare the same number of permits: a caller that
+/// declares another while it is in use gets [`LockError::PermitsMismatch`], never a silent
+/// over-admission. The number is stored only while a permit is held or a waiter queues, so an
+/// idle semaphore can be redeclared.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lock_core::{LockClient, LockOptions};
+///
+/// # async fn demo(client: LockClient) -> Result<(), lock_core::LockError> {
+/// let exports = client.semaphore("sem:partner-exports", 4)?;
+/// let permit = exports.acquire(LockOptions::new().wait(Duration::from_secs(30))).await?;
+/// // ... at most four replicas' tasks are here at once ...
+/// permit.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Semaphore {
+    client: LockClient,
+    name: String,
+    permits: u32,
+}
+
+hold_guard! {
+    /// One permit of a [`Semaphore`], held until released or dropped (dropping releases it in the
+    /// background at once). The same proof of ownership as a [`LockGuard`](crate::LockGuard):
+    /// renewed by the watchdog, [`lost`](Self::lost) when a renewal is refused or the local
+    /// deadline passes, and [`fence`](Self::fence)d when fencing was asked for (fences strictly
+    /// increase per semaphore).
+    PermitGuard, "permit"
+}
+
+impl LockClient {
+    /// The semaphore `name` of `permits` permits. `name` is validated like a lock key (it is the
+    /// Redis key of the semaphore's holders; its `{hash tag}` places it in a cluster, as for a
+    /// lock). Fails with [`LockError::InvalidKey`] or, when `permits` is 0,
+    /// [`LockError::InvalidOptions`].
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore> {
+        schema::validate_key(name)?;
+        if permits == 0 {
+            return Err(LockError::InvalidOptions(format!(
+                "semaphore `{name}` needs at least one permit (got 0)"
+            )));
+        }
+        Ok(Semaphore { client: self.clone(), name: name.to_owned(), permits })
+    }
+}
+
+impl Semaphore {
+    /// The semaphore's name (its Redis key).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The number of permits it was declared with.
+    pub fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    fn target(&self) -> Target<'_> {
+        Target { key: &self.name, hold: Hold::Permit { permits: self.permits } }
+    }
+
+    /// Takes a permit as `options` say: fail fast by default ([`LockError::Held`] when every
+    /// permit is taken, or when waiters are queued: they are served first), or wait up to
+    /// `options.wait`. Waiting is the locks' waiting: no polling, one wake-up per release, the
+    /// oldest waiter across clients first. Permits never nest: a task that holds one and asks
+    /// again takes a second.
+    pub async fn acquire(&self, options: LockOptions) -> Result<PermitGuard> {
+        self.client.core().take(self.target(), options).await.map(PermitGuard)
+    }
+
+    /// Takes a permit (per `options`), runs `fut` while holding it, and gives it back on every
+    /// path (completion, panic, cancellation), as [`LockClient::with_lock`] does for a lock;
+    /// `options.on_lost` decides what a loss does to `fut`.
+    pub async fn with_permit<F: Future>(&self, options: LockOptions, fut: F) -> Result<F::Output> {
+        section::run(self.client.core(), self.target(), options, None, fut).await.result
+    }
+
+    /// How many permits are free now (declared minus held and not lapsed; a permit of a crashed
+    /// holder counts as held until its lease runs out or a caller takes it over). One round
+    /// trip, read only. [`LockError::PermitsMismatch`] if the semaphore is in use with another
+    /// number of permits.
+    pub async fn available(&self) -> Result<u32> {
+        let eval = Eval::new(&SEM_COUNT, &[&self.name]);
+        let (declared, taken): (i64, i64) = self
+            .client
+            .core()
+            .conn
+            .invoke(&eval, || format!("counting the permits of semaphore `{}`", self.name))
+            .await?;
+        if declared >= 0 && declared != i64::from(self.permits) {
+            return Err(LockError::PermitsMismatch {
+                name: self.name.clone(),
+                permits: self.permits,
+                declared: u32::try_from(declared).unwrap_or(u32::MAX),
+            });
+        }
+        let taken = u32::try_from(taken.max(0)).unwrap_or(u32::MAX);
+        Ok(self.permits.saturating_sub(taken))
+    }
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore").field("name", &self.name).field("permits", &self.permits).finish()
+    }
+}
