@@ -259,6 +259,15 @@ impl LockClient {
         inspect::force_unlock(&self.core, key).await
     }
 
+    /// Force-releases one hold of `name` by `token`, whatever `name` is: a lock, a semaphore
+    /// (one permit: the others are left alone) or a read-write lock (a reader or the writer);
+    /// given on to the oldest live waiter that fits, as the holder's release would. Returns
+    /// whether `token` held it. As with [`force_unlock`](Self::force_unlock), the holder is
+    /// told only by its next renewal.
+    pub async fn force_release(&self, name: &str, token: &str) -> Result<bool> {
+        inspect::force_release(&self.core, name, token).await
+    }
+
     pub(crate) fn core(&self) -> &Arc<Core> {
         &self.core
     }

@@ -41,6 +41,28 @@ pub struct Holder {
     pub alive: Option<bool>,
     /// The lock was released and is only kept for the rest of its minimum hold (`at_least`).
     pub released: bool,
+    /// For a semaphore's permit or a reader: how long its hold has left (zero once lapsed, when
+    /// the next caller drops it). `None` for a lock or a writer, whose key's TTL is
+    /// [`LockInfo::ttl`].
+    pub expires_in: Option<Duration>,
+}
+
+/// What a name in Redis is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// A lock (or nothing: a free name reads as a free lock).
+    Lock,
+    /// A semaphore ([`LockClient::semaphore`](crate::LockClient::semaphore)), with the number
+    /// of permits it is in use with.
+    Semaphore {
+        /// The declared number of permits (`None` if not recorded).
+        permits: Option<u32>,
+    },
+    /// A read-write lock ([`LockClient::rw_lock`](crate::LockClient::rw_lock)) with readers,
+    /// or readers waiting. Held only by a writer and with no reader queued, it reads as a
+    /// [`Lock`](Self::Lock) whose holder is the writer.
+    RwLock,
 }
 
 /// A caller queued for a lock.
@@ -80,8 +102,12 @@ pub struct Handoff {
 pub struct LockInfo {
     /// The lock key.
     pub key: String,
-    /// Who holds it; `None` when free.
+    /// A lock, a semaphore or a read-write lock.
+    pub kind: LockKind,
+    /// Who holds it (a lock's holder, a read-write lock's writer); `None` when free.
     pub holder: Option<Holder>,
+    /// A semaphore's permit holders, or a read-write lock's readers, soonest to lapse first.
+    pub holders: Vec<Holder>,
     /// The key's remaining expiry (`None`: free, or no expiry).
     pub ttl: Option<Duration>,
     /// The last fence drawn for the key, if its counter still exists.
@@ -95,9 +121,9 @@ pub struct LockInfo {
 }
 
 impl LockInfo {
-    /// Whether some owner holds the key.
+    /// Whether some owner holds the key (a permit, a read hold or the lock itself).
     pub fn is_held(&self) -> bool {
-        self.holder.is_some()
+        self.holder.is_some() || self.holders.iter().any(|h| h.expires_in.is_none_or(|d| !d.is_zero()))
     }
 
     /// How many queued waiters are live (see [`Waiter::live`]).
@@ -110,10 +136,15 @@ impl LockInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LockSummary {
-    /// The lock key.
+    /// The lock key (a semaphore's or a read-write lock's name).
     pub key: String,
-    /// Its holder (liveness not checked: see [`LockClient::inspect`](crate::LockClient::inspect)).
+    /// A lock, a semaphore or a read-write lock.
+    pub kind: LockKind,
+    /// Its holder, or one of them: a semaphore's permit holder or a reader soonest to lapse
+    /// (liveness not checked: see [`LockClient::inspect`](crate::LockClient::inspect)).
     pub holder: Holder,
+    /// How many hold it (1 for a lock or a writer).
+    pub holders: usize,
     /// Its remaining expiry.
     pub ttl: Option<Duration>,
 }
@@ -139,6 +170,7 @@ pub fn parse_token(token: &str) -> Option<Holder> {
         liveness_key: Some(schema::liveness_key(owner)),
         alive: None,
         released,
+        expires_in: None,
     })
 }
 
@@ -146,10 +178,9 @@ pub fn parse_token(token: &str) -> Option<Holder> {
 pub(crate) async fn read(core: &Core, key: &str) -> Result<LockInfo> {
     schema::validate_key(key)?;
     let conn = &core.conn;
+    let action = || format!("reading lock `{}`", short(key));
     let mut pipe = redis::pipe();
-    pipe.cmd("GET")
-        .arg(key)
-        .cmd("PTTL")
+    pipe.cmd("TYPE")
         .arg(key)
         .cmd("GET")
         .arg(schema::fence_key(key))
@@ -164,14 +195,37 @@ pub(crate) async fn read(core: &Core, key: &str) -> Result<LockInfo> {
         .arg(0)
         .arg(-1)
         .arg("WITHSCORES")
+        .cmd("ZRANGE")
+        .arg(schema::readers_key(key))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
         .cmd("TIME");
-    type Reply =
-        (Option<String>, i64, Option<String>, Option<String>, Vec<String>, Vec<(String, f64)>, (i64, i64));
-    let (value, pttl, fence, tick, queue, tickets, time): Reply = conn
-        .query_pipeline(&pipe)
-        .await
-        .map_err(|e| LockError::redis(format!("reading lock `{}`", short(key)), e))?;
+    type Reply = (
+        String,
+        Option<String>,
+        Option<String>,
+        Vec<String>,
+        Vec<(String, f64)>,
+        Vec<(String, f64)>,
+        (i64, i64),
+    );
+    let (kind, fence, tick, queue, tickets, readers, time): Reply =
+        conn.query_pipeline(&pipe).await.map_err(|e| LockError::redis(action(), e))?;
     let now_ms = time.0 * 1000 + time.1 / 1000;
+    // The key itself: a token (a lock, a writer) or a semaphore's holders.
+    let (value, pttl, members) = if kind == "zset" {
+        let mut cmd = redis::cmd("ZRANGE");
+        cmd.arg(key).arg(0).arg(-1).arg("WITHSCORES");
+        let members: Vec<(String, f64)> = conn.query(&cmd, action).await?;
+        (None, -2, members)
+    } else {
+        let mut pipe = redis::pipe();
+        pipe.cmd("GET").arg(key).cmd("PTTL").arg(key);
+        let (value, pttl): (Option<String>, i64) =
+            conn.query_pipeline(&pipe).await.map_err(|e| LockError::redis(action(), e))?;
+        (value, pttl, Vec::new())
+    };
     // Records are scored with the reservation's deadline, negated once counted as lapsed.
     let handoffs: Vec<Handoff> = tickets
         .iter()
@@ -181,6 +235,7 @@ pub(crate) async fn read(core: &Core, key: &str) -> Result<LockInfo> {
             Some(Handoff { client_id: client_id.to_owned(), deadline_ms, lapsed: deadline_ms <= now_ms })
         })
         .collect();
+    let readers_queued = queue.iter().any(|e| schema::is_reader_entry(e));
     let waiters = queue
         .into_iter()
         .map(|entry| {
@@ -189,44 +244,69 @@ pub(crate) async fn read(core: &Core, key: &str) -> Result<LockInfo> {
             let client_lapsed =
                 handoffs.iter().any(|h| h.lapsed && schema::client_id_of(&token) == h.client_id);
             Waiter {
-                ticket_remaining: until
-                    .map(|u| Duration::from_millis(u.saturating_sub(now_ms).max(0) as u64)),
+                ticket_remaining: until.map(|u| remaining_ms(u, now_ms)),
                 ticket_until_ms: until,
                 live: until.is_some_and(|u| u > now_ms) && !client_lapsed,
                 token,
             }
         })
         .collect();
+    let kind = if kind == "zset" {
+        let permits = members
+            .iter()
+            .find(|(m, _)| m == schema::PERMITS_MEMBER)
+            .and_then(|(_, score)| u32::try_from(-(*score as i64)).ok());
+        LockKind::Semaphore { permits }
+    } else if !readers.is_empty() || readers_queued {
+        LockKind::RwLock
+    } else {
+        LockKind::Lock
+    };
+    let mut holders = Vec::new();
+    for (token, until) in members.into_iter().chain(readers).filter(|(m, _)| m != schema::PERMITS_MEMBER) {
+        let mut holder = parse_token(&token).unwrap_or_else(|| foreign(token));
+        holder.expires_in = Some(remaining_ms(until as i64, now_ms));
+        holder.alive = alive(core, key, &holder).await?;
+        holders.push(holder);
+    }
     let holder = match value {
         None => None,
         Some(token) => {
-            let mut holder = parse_token(&token).unwrap_or(Holder {
-                token,
-                instance: None,
-                liveness_key: None,
-                alive: None,
-                released: false,
-            });
-            if let Some(live) = &holder.liveness_key {
-                let exists: bool = conn
-                    .query(&redis::Cmd::exists(live), || {
-                        format!("reading the liveness of `{}`'s holder", short(key))
-                    })
-                    .await?;
-                holder.alive = Some(exists);
-            }
+            let mut holder = parse_token(&token).unwrap_or_else(|| foreign(token));
+            holder.alive = alive(core, key, &holder).await?;
             Some(holder)
         }
     };
     Ok(LockInfo {
         key: key.to_owned(),
+        kind,
         ttl: holder.as_ref().and(ttl_of(pttl)),
         holder,
+        holders,
         fence: fence.and_then(|f| f.parse().ok()),
         last_tick: tick.and_then(|t| t.parse().ok()),
         waiters,
         handoffs,
     })
+}
+
+/// A holder whose value this crate did not write.
+fn foreign(token: String) -> Holder {
+    Holder { token, instance: None, liveness_key: None, alive: None, released: false, expires_in: None }
+}
+
+/// Whether `holder`'s client is alive (its liveness key exists), if its token names one.
+async fn alive(core: &Core, key: &str, holder: &Holder) -> Result<Option<bool>> {
+    let Some(live) = &holder.liveness_key else { return Ok(None) };
+    let exists: bool = core
+        .conn
+        .query(&redis::Cmd::exists(live), || format!("reading the liveness of `{}`'s holder", short(key)))
+        .await?;
+    Ok(Some(exists))
+}
+
+fn remaining_ms(until_ms: i64, now_ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(until_ms.saturating_sub(now_ms)).unwrap_or(0))
 }
 
 /// Lists held locks matching `pattern` (see
@@ -258,12 +338,86 @@ pub(crate) async fn list(core: &Core, pattern: &str, limit: usize) -> Result<Vec
                     continue;
                 };
                 let Some(holder) = std::str::from_utf8(value).ok().and_then(parse_token) else { continue };
-                found.push(LockSummary { key: key.clone(), holder, ttl: ttl_of(*pttl) });
+                found.push(LockSummary {
+                    key: key.clone(),
+                    kind: LockKind::Lock,
+                    holder,
+                    holders: 1,
+                    ttl: ttl_of(*pttl),
+                });
             }
         }
     }
+    if found.len() < limit {
+        found.extend(list_shared(core, pattern, limit - found.len()).await?);
+    }
     found.sort_by(|a, b| a.key.cmp(&b.key));
     found.truncate(limit);
+    Ok(found)
+}
+
+/// Semaphores and read-write locks with readers matching `pattern`: their holder sets are
+/// sorted sets, the semaphore's under its name, the readers under [`schema::readers_key`].
+async fn list_shared(core: &Core, pattern: &str, limit: usize) -> Result<Vec<LockSummary>> {
+    let conn = &core.conn;
+    let action = || format!("listing semaphores and read-write locks matching `{}`", short(pattern));
+    let scan_limit = limit.saturating_mul(4).max(1000);
+    let mut keys = conn.scan(pattern, Some("zset"), scan_limit).await?;
+    keys.extend(conn.scan(&schema::readers_key(pattern), Some("zset"), scan_limit).await?);
+    keys.sort();
+    keys.dedup();
+    let candidates: Vec<String> = keys
+        .into_iter()
+        .filter(|k| schema::rw_lock_of_readers_key(k).is_some() || !is_auxiliary_key(k))
+        .collect();
+    let mut found = Vec::new();
+    for (node, candidates) in conn.split_by_node(candidates, String::as_str).await {
+        for chunk in candidates.chunks(200) {
+            let mut pipe = redis::pipe();
+            pipe.cmd("TIME");
+            for key in chunk {
+                pipe.cmd("ZRANGE").arg(key).arg(0).arg(-1).arg("WITHSCORES");
+            }
+            let replies: Vec<Value> = conn
+                .query_pipeline_on(&pipe, node.clone())
+                .await
+                .map_err(|e| LockError::redis(action(), e))?;
+            let mut replies = replies.into_iter();
+            let (secs, micros): (i64, i64) = replies
+                .next()
+                .map(redis::from_redis_value)
+                .transpose()
+                .map_err(|e| LockError::redis(action(), e.into()))?
+                .unwrap_or((0, 0));
+            let now_ms = secs * 1000 + micros / 1000;
+            for (key, reply) in chunk.iter().zip(replies) {
+                let members: Vec<(String, f64)> = redis::from_redis_value(reply).unwrap_or_default();
+                let (name, kind) = match schema::rw_lock_of_readers_key(key) {
+                    Some(name) => (name.to_owned(), LockKind::RwLock),
+                    None => {
+                        let permits = members
+                            .iter()
+                            .find(|(m, _)| m == schema::PERMITS_MEMBER)
+                            .and_then(|(_, score)| u32::try_from(-(*score as i64)).ok());
+                        (key.clone(), LockKind::Semaphore { permits })
+                    }
+                };
+                let mut live = members.into_iter().filter(|(m, until)| {
+                    m != schema::PERMITS_MEMBER && (*until as i64) > now_ms && schema::owner_of(m).is_some()
+                });
+                let Some((first, until)) = live.next() else { continue };
+                let mut holder = parse_token(&first).unwrap_or_else(|| foreign(first));
+                holder.expires_in = Some(remaining_ms(until as i64, now_ms));
+                found.push(LockSummary {
+                    key: name,
+                    kind,
+                    holder,
+                    holders: 1 + live.count(),
+                    ttl: Some(remaining_ms(until as i64, now_ms)),
+                });
+            }
+        }
+    }
     Ok(found)
 }
 
@@ -273,6 +427,13 @@ pub(crate) async fn force_unlock(core: &Core, key: &str) -> Result<Option<String
     schema::validate_key(key)?;
     // A few tries: the holder may release or hand over between the read and the release.
     const ATTEMPTS: u32 = 5;
+    if kind_of(core, key).await? == "zset" {
+        return Err(LockError::InvalidOptions(format!(
+            "`{}` is a semaphore: give back one permit with force_release(name, token) \
+             (`lockctl unlock <name> --token <token>`)",
+            short(key)
+        )));
+    }
     for _ in 0..ATTEMPTS {
         let value: Option<String> =
             core.conn.query(&redis::Cmd::get(key), || format!("reading lock `{}`", short(key))).await?;
@@ -285,6 +446,42 @@ pub(crate) async fn force_unlock(core: &Core, key: &str) -> Result<Option<String
         }
     }
     Err(LockError::ChangedHands { key: short(key).to_owned(), attempts: ATTEMPTS })
+}
+
+/// Force-releases one hold of `name`, whatever it is: a lock's, a semaphore's permit, a
+/// read-write lock's reader or writer (see
+/// [`LockClient::force_release`](crate::LockClient::force_release)).
+pub(crate) async fn force_release(core: &Core, name: &str, token: &str) -> Result<bool> {
+    schema::validate_key(name)?;
+    let hold = match kind_of(core, name).await?.as_str() {
+        // The release does not look at the count.
+        "zset" => Hold::Permit { permits: 1 },
+        // A lock's value carries the queue mark while waiters queue; a read-write lock's writer
+        // never does. Either way the read-write script finds the token's mode (writer or
+        // reader), and for a key with nobody queued its release is a lock's.
+        _ => {
+            let value: Option<String> =
+                core.conn.query(&redis::Cmd::get(name), || format!("reading lock `{}`", short(name))).await?;
+            if value.is_some_and(|v| v.len() != schema::unmarked(&v).len()) { Hold::Lock } else { Hold::Read }
+        }
+    };
+    let released = core.releaser.release_token(name, hold, token).await?;
+    if released {
+        tracing::warn!(
+            key = short(name),
+            holder = token,
+            kind = hold.label(),
+            "hold force-released by an operator"
+        );
+    }
+    Ok(released)
+}
+
+/// The Redis type of `key` (`none` when it does not exist).
+async fn kind_of(core: &Core, key: &str) -> Result<String> {
+    let mut cmd = redis::cmd("TYPE");
+    cmd.arg(key);
+    core.conn.query(&cmd, || format!("reading lock `{}`", short(key))).await
 }
 
 fn ttl_of(pttl: i64) -> Option<Duration> {

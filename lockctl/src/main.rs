@@ -2,9 +2,12 @@
 //!
 //! ```text
 //! lockctl [--url URL] [--json] <command>
-//!   show <key>            holder, instance, TTL, fence, waiters, holder's client alive?
-//!   list [pattern]        held locks matching a glob (SCAN, never KEYS)
-//!   unlock <key> [--yes]  force-release a lock (asks first), says whom it was taken from
+//!   show <key>            holder(s), instance, TTL, fence, waiters, holder's client alive?
+//!                         (a lock, a semaphore's permits, a read-write lock's readers/writer)
+//!   list [pattern]        held locks, semaphores, read-write locks matching a glob (SCAN)
+//!   unlock <key> [--yes] [--token T]
+//!                         force-release a lock, or one permit/reader/writer named by its
+//!                         token (asks first), says whom it was taken from
 //!   jobs                  jobs with their pause flag and last run
 //!   history <job> [-n N]  a job's last runs, newest first
 //!   pause <job>           pause a job on every replica
@@ -75,10 +78,15 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         limit: usize,
     },
-    /// Force-release a lock, whoever holds it (the next waiter gets it).
+    /// Force-release a lock, whoever holds it, or one hold of a semaphore or read-write lock
+    /// named by --token (the next waiter gets it).
     Unlock {
-        /// The lock key.
+        /// The lock key (a semaphore's or read-write lock's name).
         key: String,
+        /// The holder's token: which permit, reader or writer to release (required for a
+        /// semaphore or a read-write lock with readers; see `lockctl show`).
+        #[arg(long)]
+        token: Option<String>,
         /// Do not ask for confirmation.
         #[arg(long, short = 'y')]
         yes: bool,
@@ -193,7 +201,7 @@ async fn run(cli: Cli) -> Result<Output, CtlError> {
     match cli.command {
         Command::Show { key } => show(&client, &key).await,
         Command::List { pattern, limit } => list(&client, &pattern, limit).await,
-        Command::Unlock { key, yes } => unlock(&client, &key, yes, cli.json).await,
+        Command::Unlock { key, yes, token } => unlock(&client, &key, token.as_deref(), yes, cli.json).await,
         Command::Jobs => jobs(&client).await,
         Command::History { job, count } => history(&client, &job, count).await,
         Command::Pause { job } => {
@@ -223,15 +231,39 @@ fn holder_json(holder: &inspect::Holder) -> Value {
         "liveness_key": holder.liveness_key,
         "alive": holder.alive,
         "released": holder.released,
+        "expires_in_ms": holder.expires_in.map(|d| d.as_millis() as u64),
     })
+}
+
+fn kind_name(kind: inspect::LockKind) -> &'static str {
+    match kind {
+        inspect::LockKind::Semaphore { .. } => "semaphore",
+        inspect::LockKind::RwLock => "rw-lock",
+        _ => "lock",
+    }
+}
+
+fn alive_text(holder: &inspect::Holder) -> String {
+    match (holder.alive, &holder.liveness_key) {
+        (Some(true), Some(k)) => format!("yes ({k})"),
+        (Some(false), Some(k)) => format!("NO: {k} is gone; the next caller takes the hold over"),
+        _ => "unknown".into(),
+    }
 }
 
 async fn show(client: &LockClient, key: &str) -> Result<Output, CtlError> {
     let info = client.inspect(key).await?;
+    let permits = match info.kind {
+        inspect::LockKind::Semaphore { permits } => permits,
+        _ => None,
+    };
     let json = json!({
         "key": info.key,
+        "kind": kind_name(info.kind),
+        "permits": permits,
         "held": info.is_held(),
         "holder": info.holder.as_ref().map(holder_json),
+        "holders": info.holders.iter().map(holder_json).collect::<Vec<_>>(),
         "ttl_ms": info.ttl.map(|d| d.as_millis() as u64),
         "fence": info.fence,
         "last_tick": info.last_tick,
@@ -252,18 +284,27 @@ async fn show(client: &LockClient, key: &str) -> Result<Output, CtlError> {
     let mut text = String::new();
     let line = |text: &mut String, name: &str, value: &str| text.push_str(&format!("{name:<11}{value}\n"));
     line(&mut text, "key:", &info.key);
+    let kind = match (info.kind, permits) {
+        (inspect::LockKind::Semaphore { .. }, Some(n)) => format!("semaphore of {n} permits"),
+        (kind, _) => kind_name(kind).to_owned(),
+    };
+    line(&mut text, "kind:", &kind);
+    if !info.holders.is_empty() {
+        let what = if permits.is_some() { "permits" } else { "readers" };
+        line(&mut text, &format!("{what}:"), &info.holders.len().to_string());
+        for (i, h) in info.holders.iter().enumerate() {
+            let left = h.expires_in.map_or_else(|| "?".into(), duration);
+            text.push_str(&format!("  {}. {}  {left} left  alive: {}\n", i + 1, h.token, alive_text(h)));
+        }
+    }
     match &info.holder {
+        None if !info.holders.is_empty() => {}
         None => line(&mut text, "holder:", "(free)"),
         Some(holder) => {
             let kept = if holder.released { "  (released; kept for its minimum hold)" } else { "" };
             line(&mut text, "holder:", &format!("{}{kept}", holder.token));
             line(&mut text, "instance:", holder.instance.as_deref().unwrap_or("(not a lock-core token)"));
-            let alive = match (holder.alive, &holder.liveness_key) {
-                (Some(true), Some(k)) => format!("yes ({k})"),
-                (Some(false), Some(k)) => format!("NO: {k} is gone; the next caller takes the lock over"),
-                _ => "unknown".into(),
-            };
-            line(&mut text, "alive:", &alive);
+            line(&mut text, "alive:", &alive_text(holder));
             line(&mut text, "ttl:", &info.ttl.map_or_else(|| "none".into(), duration));
         }
     }
@@ -303,7 +344,15 @@ async fn list(client: &LockClient, pattern: &str, limit: usize) -> Result<Output
     let json = Value::Array(
         locks
             .iter()
-            .map(|l| json!({ "key": l.key, "holder": holder_json(&l.holder), "ttl_ms": l.ttl.map(|d| d.as_millis() as u64) }))
+            .map(|l| {
+                json!({
+                    "key": l.key,
+                    "kind": kind_name(l.kind),
+                    "holder": holder_json(&l.holder),
+                    "holders": l.holders,
+                    "ttl_ms": l.ttl.map(|d| d.as_millis() as u64),
+                })
+            })
             .collect(),
     );
     let rows: Vec<Vec<String>> = locks
@@ -311,18 +360,36 @@ async fn list(client: &LockClient, pattern: &str, limit: usize) -> Result<Output
         .map(|l| {
             vec![
                 l.key.clone(),
+                kind_name(l.kind).to_owned(),
+                l.holders.to_string(),
                 l.holder.instance.clone().unwrap_or_default(),
                 l.ttl.map_or_else(|| "none".into(), duration),
                 l.holder.token.clone(),
             ]
         })
         .collect();
-    let text = format::table(&["KEY", "INSTANCE", "TTL", "HOLDER"], &rows);
+    let text = format::table(&["KEY", "KIND", "HOLDERS", "INSTANCE", "TTL", "HOLDER"], &rows);
     Ok(Output { json, text, code: if locks.is_empty() { NOTHING } else { OK } })
 }
 
-async fn unlock(client: &LockClient, key: &str, yes: bool, json_out: bool) -> Result<Output, CtlError> {
+async fn unlock(
+    client: &LockClient,
+    key: &str,
+    token: Option<&str>,
+    yes: bool,
+    json_out: bool,
+) -> Result<Output, CtlError> {
     let info = client.inspect(key).await?;
+    if let Some(token) = token {
+        return release_one(client, &info, token, yes, json_out).await;
+    }
+    if !info.holders.is_empty() {
+        return Err(CtlError::Usage(format!(
+            "{key} is a {} with {} holder(s): name the one to release with --token <token> (see `lockctl show {key}`)",
+            kind_name(info.kind),
+            info.holders.len()
+        )));
+    }
     let Some(holder) = info.holder else {
         return Ok(Output {
             json: json!({ "key": key, "released": false, "holder": null }),
@@ -368,6 +435,48 @@ async fn unlock(client: &LockClient, key: &str, yes: bool, json_out: bool) -> Re
             text: format!("{key} was released meanwhile; nothing to do\n"),
             code: NOTHING,
         },
+    })
+}
+
+/// `unlock --token`: force-releases the one hold of `info` that `token` names.
+async fn release_one(
+    client: &LockClient,
+    info: &inspect::LockInfo,
+    token: &str,
+    yes: bool,
+    json_out: bool,
+) -> Result<Output, CtlError> {
+    let key = &info.key;
+    let Some(holder) = info.holder.iter().chain(&info.holders).find(|h| h.token == token) else {
+        return Ok(Output {
+            json: json!({ "key": key, "released": false, "holder": null }),
+            text: format!("{token} holds nothing of {key}; nothing to do\n"),
+            code: NOTHING,
+        });
+    };
+    if !yes {
+        let prompt = format!(
+            "Force-release the hold of {token} on {key} (instance {}, client alive: {})? Its holder is not told and may still write. [y/N] ",
+            holder.instance.as_deref().unwrap_or("?"),
+            alive_text(holder),
+        );
+        if !confirm(&prompt, json_out) {
+            return Ok(Output {
+                json: json!({ "key": key, "released": false, "aborted": true }),
+                text: "not confirmed; the hold was left alone (pass --yes to skip the question)\n".into(),
+                code: ABORTED,
+            });
+        }
+    }
+    let released = client.force_release(key, token).await?;
+    Ok(Output {
+        json: json!({ "key": key, "released": released, "holder": token, "instance": holder.instance }),
+        text: if released {
+            format!("released the hold of {token} on {key}\n")
+        } else {
+            format!("{token} gave {key} back meanwhile; nothing to do\n")
+        },
+        code: if released { OK } else { NOTHING },
     })
 }
 

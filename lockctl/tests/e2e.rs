@@ -354,3 +354,71 @@ async fn exit_codes_and_errors_are_for_scripts_and_keep_secrets() {
     assert!(help.status.success());
     assert!(!String::from_utf8_lossy(&help.stdout).contains("hunter2"), "help hides the env value");
 }
+
+/// `show`, `list` and `unlock --token` on a semaphore and a read-write lock: the kind, every
+/// holder, and one permit or reader released while the others stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_shows_and_releases_permits_and_readers() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let client = LockClient::builder()
+        .url(&url)
+        .instance_id("pod-sem")
+        .watchdog_lease(Duration::from_secs(1))
+        .build()
+        .expect("client");
+    let semaphore = client.semaphore("lock:exports", 3).expect("semaphore");
+    let p1 = semaphore.acquire(LockOptions::new()).await.expect("permit 1");
+    let p2 = semaphore.acquire(LockOptions::new()).await.expect("permit 2");
+    let rw = client.rw_lock("lock:catalogue").expect("rw-lock");
+    let reader = rw.read(LockOptions::new()).await.expect("reader");
+
+    let (code, json) = lockctl_json(&url, &["show", "lock:exports"]).await;
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(json["kind"], "semaphore");
+    assert_eq!(json["permits"], 3);
+    let holders: Vec<&str> =
+        json["holders"].as_array().expect("holders").iter().filter_map(|h| h["token"].as_str()).collect();
+    assert_eq!(holders.len(), 2, "{json}");
+    assert!(holders.contains(&p1.token()) && holders.contains(&p2.token()));
+    assert!(json["holders"][0]["alive"].as_bool().expect("alive"));
+    let (_, text, _) = lockctl(&url, &["show", "lock:catalogue"], "").await;
+    assert!(text.contains("rw-lock") && text.contains(reader.token()), "{text}");
+
+    let (code, json) = lockctl_json(&url, &["list", "lock:*"]).await;
+    assert_eq!(code, 0, "{json}");
+    let kinds: Vec<(String, String, u64)> = json
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|l| {
+            (
+                l["key"].as_str().unwrap_or("").to_owned(),
+                l["kind"].as_str().unwrap_or("").to_owned(),
+                l["holders"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert!(kinds.contains(&("lock:exports".into(), "semaphore".into(), 2)), "{kinds:?}");
+    assert!(kinds.contains(&("lock:catalogue".into(), "rw-lock".into(), 1)), "{kinds:?}");
+
+    // Without --token a shared primitive is a usage error, not a guess.
+    let (code, _, stderr) = lockctl(&url, &["unlock", "lock:exports", "--yes"], "").await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--token"), "{stderr}");
+    let (code, stdout, stderr) =
+        lockctl(&url, &["unlock", "lock:exports", "--yes", "--token", p1.token()], "").await;
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(semaphore.available().await.expect("available"), 2, "one permit given back, one still held");
+    assert!(
+        tokio::time::timeout(PATIENCE, p1.lost()).await.is_ok(),
+        "the released holder finds out at its renewal"
+    );
+    assert!(p2.is_held());
+    let (code, _, _) =
+        lockctl(&url, &["unlock", "lock:catalogue", "--yes", "--token", reader.token()], "").await;
+    assert_eq!(code, 0);
+    let writer = rw.write(LockOptions::new()).await.expect("the released reader no longer blocks a writer");
+    assert!(writer.release().await.expect("release"));
+    assert!(p2.release().await.expect("release"));
+}

@@ -161,6 +161,15 @@ pub fn readers_key(name: &str) -> String {
     aux(name, READERS)
 }
 
+/// The read-write lock whose [`readers_key`] `key` is, if it is one.
+pub fn rw_lock_of_readers_key(key: &str) -> Option<&str> {
+    let prefix = key.strip_suffix(READERS)?.strip_suffix(':')?;
+    match prefix.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+        Some(name) if hash_tag(name).is_none() => Some(name),
+        _ => hash_tag(prefix).is_some().then_some(prefix),
+    }
+}
+
 /// The member of a semaphore's holders zset (the semaphore's name itself: holder token -> when
 /// its permit lapses) that records the number of permits it was declared with, scored with
 /// minus that number.
@@ -184,7 +193,7 @@ pub fn release_channel(key: &str, client_id: &str) -> String {
 /// some lock, or a liveness key.
 pub fn is_auxiliary_key(key: &str) -> bool {
     key.starts_with(LIVENESS_PREFIX)
-        || [FENCE, TICK, TICK_BY, QUEUE, TICKETS]
+        || [FENCE, TICK, TICK_BY, QUEUE, TICKETS, READERS]
             .iter()
             .any(|s| key.strip_suffix(s).is_some_and(|k| k.ends_with(':')))
 }
@@ -250,6 +259,11 @@ pub fn reader_queue_entry(token: &str, handoff_ms: u64) -> String {
     format!("{handoff_ms}r|{token}")
 }
 
+/// Whether a queue entry is a reader's ([`reader_queue_entry`]).
+pub fn is_reader_entry(entry: &str) -> bool {
+    entry.split_once('|').is_some_and(|(head, _)| head.ends_with('r'))
+}
+
 /// The token of a [`queue_entry`].
 pub fn token_of_entry(entry: &str) -> &str {
     entry.split_once('|').map_or(entry, |(_, token)| token)
@@ -282,6 +296,14 @@ mod tests {
         assert!(is_auxiliary_key(&liveness_key("pod-1:0123456789ab")));
         assert!(!is_auxiliary_key("lock:a"));
         assert!(!is_auxiliary_key("lock:nofence"), "a suffix counts only after a `:`");
+        assert!(is_auxiliary_key(&readers_key("rw:a")));
+        for name in ["rw:catalogue", "rw:{shop}:catalogue", "a"] {
+            assert_eq!(rw_lock_of_readers_key(&readers_key(name)), Some(name));
+        }
+        assert_eq!(rw_lock_of_readers_key("rw:a"), None);
+        assert!(is_reader_entry(&reader_queue_entry("pod:abc:uuid", 300)));
+        assert!(!is_reader_entry(&queue_entry("pod:abc:uuid", 300)));
+        assert_eq!(rw_lock_of_readers_key("{rw:a}:fence"), None);
     }
 
     #[test]
