@@ -1,7 +1,7 @@
 //! `lockbench`: measures lock-core against the raw Redis floor, in one run.
 //!
 //! ```text
-//! cargo run --release -p lockbench -- [--quick] [--explain] [--only s1,s2,s3,s4,s5] [--json FILE]
+//! cargo run --release -p lockbench -- [--quick] [--explain] [--only s1,s2,s3,s4,s5,s6] [--json FILE]
 //! cargo run --release -p lockbench -- --cluster [--quick]   # S1 on a 3-master cluster
 //! ```
 //!
@@ -19,6 +19,8 @@
 //! - **S4 overhead**: annotated fn vs `with_lock` vs the guard calls vs raw, one task.
 //! - **S5 impatient waiters**: S2's contended key with request handlers that give up waiting
 //!   after 0-3 ms, as a ratio to the same round without them.
+//! - **S6 semaphores**: an uncontended permit cycle against a raw script semaphore, and the
+//!   contended hand-off gap of a 1-permit semaphore against a lock's, 8 clients.
 //!
 //! Every ratio compares rounds run back to back in the same run (median over rounds), since
 //! wall time on a small shared machine drifts by more than the differences measured.
@@ -51,6 +53,7 @@ mod s2;
 mod s3;
 mod s4;
 mod s5;
+mod s6;
 mod server;
 
 use std::future::Future;
@@ -66,7 +69,7 @@ use crate::report::Report;
 use crate::server::CmdStats;
 
 const USAGE: &str = "\
-usage: lockbench [--quick] [--explain] [--only s1,s2,s3,s4,s5] [--json FILE] [--locks N] [--lease-ms MS]
+usage: lockbench [--quick] [--explain] [--only s1,s2,s3,s4,s5,s6] [--json FILE] [--locks N] [--lease-ms MS]
        lockbench --cluster [--quick] [--explain] [--json FILE]
          --cluster: S1 only, against a 3-master cluster (with replicas) the fixture starts, or
          the cluster REDIS_URL=redis+cluster://h1:p1,h2:p2 names; raw baseline through a
@@ -95,7 +98,7 @@ fn parse_args() -> Result<Args> {
     let mut args = Args {
         quick: false,
         explain: false,
-        only: vec!["s1".into(), "s2".into(), "s3".into(), "s4".into(), "s5".into()],
+        only: vec!["s1".into(), "s2".into(), "s3".into(), "s4".into(), "s5".into(), "s6".into()],
         json: None,
         locks: 10_000,
         lease: Duration::from_secs(3),
@@ -116,7 +119,7 @@ fn parse_args() -> Result<Args> {
                 only_given = true;
                 args.only = value("--only")?.split(',').map(|s| s.trim().to_lowercase()).collect();
                 if let Some(bad) =
-                    args.only.iter().find(|s| !["s1", "s2", "s3", "s4", "s5"].contains(&s.as_str()))
+                    args.only.iter().find(|s| !["s1", "s2", "s3", "s4", "s5", "s6"].contains(&s.as_str()))
                 {
                     bail!("unknown scenario `{bad}`\n{USAGE}");
                 }
@@ -389,6 +392,10 @@ async fn bench(url: String, args: &Args, private: bool) -> Result<()> {
     if wants("s5") {
         eprintln!("S5 impatient waiters");
         s5::run(&b, &mut report).await?;
+    }
+    if wants("s6") {
+        eprintln!("S6 semaphores");
+        s6::run(&b, &mut report).await?;
     }
 
     report.sort();

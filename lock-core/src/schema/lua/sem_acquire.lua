@@ -23,7 +23,7 @@ if declared and -declared ~= n then return {-1, -declared} end
 prune()
 local function take()
   redis.call('ZADD', KEYS[1], clock() + tonumber(ARGV[2]), token)
-  redis.call('ZADD', KEYS[1], -n, '#permits')
+  if not declared then redis.call('ZADD', KEYS[1], -n, '#permits') end
   keep_for(ARGV[2])
   local fence = 0
   if ARGV[4] == '1' then
@@ -38,8 +38,8 @@ if redis.call('ZSCORE', KEYS[1], token) then
   if redis.call('ZREM', KEYS[3], token) == 1 then redis.call('LREM', KEYS[2], 1, entry) end
   return {1, take(), 0}
 end
-local outcome, lapsed = grant_free(n, me, ticket > 0 and entry or nil, ARGV[7], ARGV[8])
-if outcome == 'own' or (outcome == nil and holders() < n) then
+local outcome, lapsed, taken = grant_free(n, me, ticket > 0 and entry or nil, ARGV[7], ARGV[8])
+if outcome == 'own' or (outcome == nil and taken < n) then
   return {1, take(), lapsed}
 end
 if ticket > 0 then
@@ -51,7 +51,7 @@ if ticket > 0 then
     redis.call('PEXPIRE', KEYS[2], ticket)
     redis.call('PEXPIRE', KEYS[3], ticket)
   end
-  redis.call('ZADD', KEYS[1], -n, '#permits')
+  if not declared then redis.call('ZADD', KEYS[1], -n, '#permits') end
   keep_for(ticket)
 end
 local reply = {0, 0, lapsed}

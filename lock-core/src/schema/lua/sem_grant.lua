@@ -14,9 +14,9 @@ local function prune()
 end
 
 local function holders()
-  local n = redis.call('ZCARD', KEYS[1])
-  if redis.call('ZSCORE', KEYS[1], '#permits') then n = n - 1 end
-  return n
+  -- Holders are scored with lapse times (positive), `#permits` negative: one count. Called
+  -- after prune(), so every holder counted is valid.
+  return redis.call('ZCOUNT', KEYS[1], 0, '+inf')
 end
 
 local function keep_for(ms)
@@ -29,13 +29,16 @@ local function grant_permit(waiter, ms)
 end
 
 -- Hands free permits (up to `n` taken) to the oldest live waiters. `own`: the caller's queue
--- entry, if it waits. Returns 'own' if the caller's turn came, and the lapsed hand-offs noticed.
+-- entry, if it waits. Returns the outcome ('own' if the caller's turn came, 'full', or nil: no
+-- live waiter), the lapsed hand-offs noticed, the permits taken now, and whether anyone is
+-- still queued.
 local function grant_free(n, me, own, publish, channel_prefix)
   local lapsed = 0
-  while holders() < n do
-    local outcome, _, _, noticed = hand_over(KEYS[2], KEYS[3], me, own, publish, channel_prefix, grant_permit)
+  while true do
+    local taken = holders()
+    if taken >= n then return 'full', lapsed, taken, true end
+    local outcome, _, _, noticed, more = hand_over(KEYS[2], KEYS[3], me, own, publish, channel_prefix, grant_permit)
     lapsed = lapsed + noticed
-    if outcome ~= 'handed' then return outcome, lapsed end
+    if outcome ~= 'handed' then return outcome, lapsed, taken, more end
   end
-  return 'full', lapsed
 end

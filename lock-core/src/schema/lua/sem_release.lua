@@ -24,12 +24,13 @@ if ARGV[2] ~= '0' then
 end
 prune()
 local declared = tonumber(redis.call('ZSCORE', KEYS[1], '#permits'))
-local lapsed = 0
+local outcome, lapsed, taken, more
 if declared then
   local me = ARGV[5] ~= '1' and client_of(token) or nil
-  local _
-  _, lapsed = grant_free(-declared, me, nil, ARGV[3], ARGV[4])
+  outcome, lapsed, taken, more = grant_free(-declared, me, nil, ARGV[3], ARGV[4])
+else
+  lapsed, taken, more = 0, holders(), redis.call('LLEN', KEYS[2]) > 0
 end
 -- Idle: nothing held, nobody queued. The declared count goes too, so it may change.
-if holders() == 0 and redis.call('LLEN', KEYS[2]) == 0 then redis.call('DEL', KEYS[1]) end
+if outcome == nil and taken == 0 and not more then redis.call('DEL', KEYS[1]) end
 return {1, lapsed}
