@@ -452,3 +452,90 @@ async fn processes_sharing_a_rw_lock_never_put_a_reader_beside_a_writer() {
         "no hold or waiter left"
     );
 }
+
+/// Redis frozen past the watchdog lease while a permit and a read hold are held: neither is
+/// trusted past its deadline (`lost()` fires, `Expired`); once Redis is back, the lapsed holds
+/// count for nothing (all permits available, a writer gets in) and the late renewals and
+/// releases change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_are_not_trusted_past_their_deadline_when_redis_stalls() {
+    init_tracing();
+    let server = RedisServer::start();
+    let lease = Duration::from_millis(600);
+    let c = client(&server, "pod-1");
+    let sem = c.semaphore("sem:stall", 2).expect("semaphore");
+    let rw = c.rw_lock("rw:stall").expect("rw");
+    let sent = Instant::now();
+    let permit = sem.acquire(LockOptions::new()).await.expect("permit");
+    let read = rw.read(LockOptions::new()).await.expect("read");
+    server.pause();
+    tokio::time::sleep_until((sent + lease).into()).await;
+    assert!(!permit.is_held() && !read.is_held(), "no longer trusted once the server may drop them");
+    let three = Duration::from_secs(3);
+    assert_eq!(tokio::time::timeout(three, permit.lost()).await.expect("permit loss"), LossReason::Expired);
+    assert_eq!(tokio::time::timeout(three, read.lost()).await.expect("read loss"), LossReason::Expired);
+    // Frozen long enough for both holds to lapse in Redis too.
+    tokio::time::sleep(lease).await;
+    server.resume();
+    let other = client(&server, "pod-2");
+    let ours = other.semaphore("sem:stall", 2).expect("semaphore");
+    let a = ours.acquire(wait(5_000)).await.expect("a permit");
+    let b = ours.acquire(wait(5_000)).await.expect("both permits: the lapsed one counts for nothing");
+    let w = other
+        .rw_lock("rw:stall")
+        .expect("rw")
+        .write(wait(5_000))
+        .await
+        .expect("the lapsed reader does not block");
+    assert!(!permit.release().await.expect("release") && !read.release().await.expect("release"));
+    assert!(a.is_held() && b.is_held() && w.is_held(), "the late releases took nothing");
+    assert_eq!(ours.available().await.expect("available"), 0);
+}
+
+/// A permit's release whose hand-off message never reaches the waiter (the permit was
+/// reserved for it, nothing published): its fallback retry finds the permit its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_permit_hand_off_message_is_found_by_the_waiters_retry() {
+    init_tracing();
+    let server = RedisServer::start();
+    let name = "sem:silent";
+    let holder = client(&server, "pod-1");
+    let waiter = LockClient::builder()
+        .url(server.url())
+        .instance_id("pod-2")
+        .command_timeout(Duration::from_millis(500))
+        .wait_backoff(Duration::from_millis(50), Duration::from_millis(200))
+        .build()
+        .expect("client");
+    let permit =
+        holder.semaphore(name, 1).expect("semaphore").acquire(LockOptions::new()).await.expect("permit");
+    let waiting = tokio::spawn({
+        let sem = waiter.semaphore(name, 1).expect("semaphore");
+        async move { sem.acquire(wait(20_000)).await.map(|g| (g, Instant::now())) }
+    });
+    let queue = schema::queue_key(name);
+    assert!(wait_until(Duration::from_secs(5), || server.cli(&["LLEN", &queue]) == "1").await, "queued");
+    let entry = server.cli(&["LRANGE", &queue, "0", "0"]);
+    let token = schema::token_of_entry(&entry).to_owned();
+    // What a release does, minus the message: the holder's permit gone, one reserved for the
+    // waiter (500 ms, its hand-off time), its entry and ticket gone.
+    let released_at = Instant::now();
+    let until = server.cli(&["TIME"]).lines().next().and_then(|s| s.parse::<u64>().ok()).expect("time")
+        * 1000
+        + 1_500;
+    server.cli(&["ZREM", name, permit.token()]);
+    server.cli(&["ZADD", name, &until.to_string(), &token]);
+    server.cli(&["LPOP", &queue]);
+    server.cli(&["ZREM", &schema::tickets_key(name), &token]);
+    let (got, at) = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("acquired")
+        .expect("task")
+        .expect("permit");
+    let waited = at - released_at;
+    eprintln!("a lost permit hand-off message cost the waiter {waited:?}");
+    assert_eq!(got.token(), token, "the reserved permit was its own");
+    assert!(waited < Duration::from_millis(1_500), "found at its fallback retry: {waited:?}");
+    assert!(!permit.release().await.expect("release"), "no longer the old holder's");
+    assert!(got.release().await.expect("release"));
+}
