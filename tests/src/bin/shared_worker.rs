@@ -69,7 +69,7 @@ async fn task(
     let rw = client.rw_lock(&name)?;
     let wait = LockOptions::new().wait(Duration::from_secs(20));
     while Instant::now() < stop {
-        let deadline = (next(&mut rng) % 3 == 0).then(|| Duration::from_micros(next(&mut rng) % 3000));
+        let deadline = next(&mut rng).is_multiple_of(3).then(|| Duration::from_micros(next(&mut rng) % 3000));
         let acquire = async {
             match (&semaphore, writer) {
                 (Some(sem), _) => sem.acquire(wait.clone()).await.map(|g| Box::new(g) as Box<dyn Send>),
@@ -107,7 +107,7 @@ async fn task(
         }
         // Released on drop (in the background) either way; a fifth not awaited.
         drop(guard);
-        if next(&mut rng) % 5 != 0 {
+        if !next(&mut rng).is_multiple_of(5) {
             client.flush_releases(Duration::from_secs(5)).await;
         }
     }
