@@ -290,7 +290,10 @@ async fn lockctl_operates_a_running_replica() {
 
     let (code, text, _) = lockctl(&url, &["list", "lock:*"], "").await;
     assert_eq!(code, 0, "{text}");
-    assert!(text.lines().nth(1).is_some_and(|l| l.starts_with("lock:daily-report  pod-7  ")), "{text}");
+    assert!(
+        text.lines().nth(1).is_some_and(|l| l.starts_with("lock:daily-report  lock  1        pod-7  ")),
+        "{text}"
+    );
     let (code, _, _) = lockctl(&url, &["list", "nothing:*"], "").await;
     assert_eq!(code, 1, "no match");
 

@@ -61,8 +61,17 @@ async fn a_frozen_holder_stops_trusting_its_lock_before_another_takes_it_and_res
     // Alive, it keeps the lock past its liveness TTL.
     assert!(!wait_until(2 * liveness, || server.cli(&["GET", key]) != token).await);
 
-    let frozen_at = unix_us();
     signal(pid, "-STOP");
+    // A signal is delivered asynchronously: the process may run a moment after `kill` returns.
+    // It is frozen once the kernel reports it stopped.
+    let stopped = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
+            .unwrap_or(false)
+    };
+    assert!(wait_until(Duration::from_secs(5), stopped).await, "the holder stopped");
+    let frozen_at = unix_us();
     // Another replica waits for the lock; it takes it over once the frozen holder's liveness
     // key has expired (at most its TTL after the last renewal).
     let other = client(&server, "pod-2");

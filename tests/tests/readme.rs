@@ -1,0 +1,41 @@
+//! What README.md's "What is in Redis" table says is what `lock_core::schema` builds: every
+//! name the schema makes appears there, spelled as the schema spells it.
+
+use lock_core::schema;
+
+/// The table, from its heading to the next heading.
+fn key_table() -> &'static str {
+    let readme = include_str!("../../README.md");
+    let start = readme.find("### What is in Redis").expect("README has the key table");
+    let rest = &readme[start..];
+    let end = rest[4..].find("\n#").map_or(rest.len(), |i| i + 4);
+    &rest[..end]
+}
+
+#[test]
+fn the_key_table_spells_every_name_the_schema_builds() {
+    let table = key_table();
+    let key = "<key>";
+    let names = [
+        schema::fence_key(key),
+        schema::tick_key(key),
+        schema::tick_claimant_key(key),
+        schema::queue_key(key),
+        schema::tickets_key(key),
+        schema::readers_key("<name>"),
+        schema::release_channel(key, "<client id>"),
+        schema::liveness_key("<instance-id>:<client id>"),
+        schema::PERMITS_MEMBER.to_owned(),
+        format!("<token>{}", schema::RELEASED_SUFFIX),
+        format!("\\{}", schema::QUEUED_MARK),
+        schema::handoff_record("<client id>"),
+    ];
+    for name in names {
+        assert!(
+            table.contains(&format!("`{name}`")) || table.contains(&name),
+            "README's key table lacks {name}"
+        );
+    }
+    // A key with a hash tag of its own: the suffix is appended, as the table says.
+    assert!(table.contains(&format!("`{}`", schema::fence_key("lock:{order}:1"))));
+}
