@@ -465,11 +465,12 @@ async fn holds_are_not_trusted_past_their_deadline_when_redis_stalls() {
     let c = client(&server, "pod-1");
     let sem = c.semaphore("sem:stall", 2).expect("semaphore");
     let rw = c.rw_lock("rw:stall").expect("rw");
-    let sent = Instant::now();
     let permit = sem.acquire(LockOptions::new()).await.expect("permit");
     let read = rw.read(LockOptions::new()).await.expect("read");
+    // Each hold's deadline counts from its own send, which came before this moment.
+    let both_sent = Instant::now();
     server.pause();
-    tokio::time::sleep_until((sent + lease).into()).await;
+    tokio::time::sleep_until((both_sent + lease).into()).await;
     assert!(!permit.is_held() && !read.is_held(), "no longer trusted once the server may drop them");
     let three = Duration::from_secs(3);
     assert_eq!(tokio::time::timeout(three, permit.lost()).await.expect("permit loss"), LossReason::Expired);
