@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_redis::Pool;
@@ -16,11 +16,13 @@ use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::inspect;
 use crate::options::LockOptions;
+use crate::rw_lock::RwLock;
 use crate::scope;
 use crate::section;
+use crate::semaphore::Semaphore;
 use crate::sync::{read_unpoisoned, write_unpoisoned};
 
-static DEFAULT_CLIENT: RwLock<Option<LockClient>> = RwLock::new(None);
+static DEFAULT_CLIENT: std::sync::RwLock<Option<LockClient>> = std::sync::RwLock::new(None);
 
 /// A Redis lock client. Cheap to clone (an `Arc` inside); clones share connections, the
 /// watchdog and the waiting machinery.
@@ -233,6 +235,21 @@ impl LockClient {
     /// with its lock and fails with [`LockError::TickClaimed`] if it was already claimed.
     pub async fn with_lock<F: Future>(&self, key: &str, options: LockOptions, fut: F) -> Result<F::Output> {
         section::run(&self.core, Target::lock(key), options, scope::claim_tick(), fut).await.result
+    }
+
+    /// The semaphore `name` of `permits` permits (see [`Semaphore`]). `name` is validated like
+    /// a lock key (it is the Redis key of the semaphore's holders; its `{hash tag}` places it
+    /// in a cluster, as for a lock). Fails with [`LockError::InvalidKey`] or, when `permits`
+    /// is 0, [`LockError::InvalidOptions`].
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore> {
+        Semaphore::new(self.core.clone(), name, permits)
+    }
+
+    /// The read-write lock `name` (see [`RwLock`]), validated like a lock key (its `{hash
+    /// tag}` places it in a cluster). A read-write lock and a lock of the same name are
+    /// different things that would collide in Redis: use distinct names.
+    pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
+        RwLock::new(self.core.clone(), name)
     }
 
     /// Reads the state of the lock `key`, for operators' tools: holder, TTL, fence, last tick,

@@ -5,9 +5,9 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 
-use crate::client::LockClient;
-use crate::core::Target;
+use crate::core::{Core, Target};
 use crate::error::Result;
 use crate::guard::hold_guard;
 use crate::hold::Hold;
@@ -15,7 +15,7 @@ use crate::options::LockOptions;
 use crate::schema;
 use crate::section;
 
-/// A distributed read-write lock, from [`LockClient::rw_lock`]. Cheap to clone.
+/// A distributed read-write lock, from [`LockClient::rw_lock`](crate::LockClient::rw_lock). Cheap to clone.
 ///
 /// Many readers or one writer hold it at a time. Waiters are served in arrival order across
 /// clients; a writer that waits stops readers that arrive after it from entering, so writers
@@ -38,7 +38,7 @@ use crate::section;
 /// ```
 #[derive(Clone)]
 pub struct RwLock {
-    client: LockClient,
+    core: Arc<Core>,
     name: String,
 }
 
@@ -54,13 +54,12 @@ hold_guard! {
     WriteGuard, "write hold"
 }
 
-impl LockClient {
-    /// The read-write lock `name`, validated like a lock key (its `{hash tag}` places it in a
-    /// cluster). A read-write lock and a lock of the same name are different things that
-    /// would collide in Redis: use distinct names.
-    pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
+impl RwLock {
+    /// The read-write lock `name`, validated (see
+    /// [`LockClient::rw_lock`](crate::LockClient::rw_lock)).
+    pub(crate) fn new(core: Arc<Core>, name: &str) -> Result<Self> {
         schema::validate_key(name)?;
-        Ok(RwLock { client: self.clone(), name: name.to_owned() })
+        Ok(RwLock { core, name: name.to_owned() })
     }
 }
 
@@ -77,25 +76,25 @@ impl RwLock {
     /// Takes a read hold as `options` say: fail fast by default ([`LockError::Held`](crate::LockError::Held) while a
     /// writer holds it or waits), or wait up to `options.wait`.
     pub async fn read(&self, options: LockOptions) -> Result<ReadGuard> {
-        self.client.core().take(self.target(Hold::Read), options).await.map(ReadGuard)
+        self.core.take(self.target(Hold::Read), options).await.map(ReadGuard)
     }
 
     /// Takes the write hold as `options` say: fail fast by default ([`LockError::Held`](crate::LockError::Held) while
     /// anyone holds it or waits), or wait up to `options.wait`.
     pub async fn write(&self, options: LockOptions) -> Result<WriteGuard> {
-        self.client.core().take(self.target(Hold::Write), options).await.map(WriteGuard)
+        self.core.take(self.target(Hold::Write), options).await.map(WriteGuard)
     }
 
     /// Runs `fut` under a read hold, given back on every path (see
-    /// [`LockClient::with_lock`]).
+    /// [`LockClient::with_lock`](crate::LockClient::with_lock)).
     pub async fn with_read<F: Future>(&self, options: LockOptions, fut: F) -> Result<F::Output> {
-        section::run(self.client.core(), self.target(Hold::Read), options, None, fut).await.result
+        section::run(&self.core, self.target(Hold::Read), options, None, fut).await.result
     }
 
     /// Runs `fut` under the write hold, given back on every path (see
-    /// [`LockClient::with_lock`]).
+    /// [`LockClient::with_lock`](crate::LockClient::with_lock)).
     pub async fn with_write<F: Future>(&self, options: LockOptions, fut: F) -> Result<F::Output> {
-        section::run(self.client.core(), self.target(Hold::Write), options, None, fut).await.result
+        section::run(&self.core, self.target(Hold::Write), options, None, fut).await.result
     }
 }
 

@@ -4,9 +4,9 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 
-use crate::client::LockClient;
-use crate::core::Target;
+use crate::core::{Core, Target};
 use crate::error::{LockError, Result};
 use crate::guard::hold_guard;
 use crate::hold::Hold;
@@ -18,7 +18,7 @@ use crate::schema::{
 use crate::section;
 
 /// A distributed counting semaphore of a fixed number of permits, from
-/// [`LockClient::semaphore`]. Cheap to clone.
+/// [`LockClient::semaphore`](crate::LockClient::semaphore). Cheap to clone.
 ///
 /// Every caller of one semaphore must declare the same number of permits: a caller that
 /// declares another while it is in use gets [`LockError::PermitsMismatch`], never a silent
@@ -38,7 +38,7 @@ use crate::section;
 /// ```
 #[derive(Clone)]
 pub struct Semaphore {
-    client: LockClient,
+    core: Arc<Core>,
     name: String,
     permits: u32,
 }
@@ -52,19 +52,17 @@ hold_guard! {
     PermitGuard, "permit"
 }
 
-impl LockClient {
-    /// The semaphore `name` of `permits` permits. `name` is validated like a lock key (it is the
-    /// Redis key of the semaphore's holders; its `{hash tag}` places it in a cluster, as for a
-    /// lock). Fails with [`LockError::InvalidKey`] or, when `permits` is 0,
-    /// [`LockError::InvalidOptions`].
-    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore> {
+impl Semaphore {
+    /// The semaphore `name` of `permits` permits, validated (see
+    /// [`LockClient::semaphore`](crate::LockClient::semaphore)).
+    pub(crate) fn new(core: Arc<Core>, name: &str, permits: u32) -> Result<Self> {
         schema::validate_key(name)?;
         if permits == 0 {
             return Err(LockError::InvalidOptions(format!(
                 "semaphore `{name}` needs at least one permit (got 0)"
             )));
         }
-        Ok(Semaphore { client: self.clone(), name: name.to_owned(), permits })
+        Ok(Semaphore { core, name: name.to_owned(), permits })
     }
 }
 
@@ -89,14 +87,14 @@ impl Semaphore {
     /// oldest waiter across clients first. Permits never nest: a task that holds one and asks
     /// again takes a second.
     pub async fn acquire(&self, options: LockOptions) -> Result<PermitGuard> {
-        self.client.core().take(self.target(), options).await.map(PermitGuard)
+        self.core.take(self.target(), options).await.map(PermitGuard)
     }
 
     /// Takes a permit (per `options`), runs `fut` while holding it, and gives it back on every
-    /// path (completion, panic, cancellation), as [`LockClient::with_lock`] does for a lock;
+    /// path (completion, panic, cancellation), as [`LockClient::with_lock`](crate::LockClient::with_lock) does for a lock;
     /// `options.on_lost` decides what a loss does to `fut`.
     pub async fn with_permit<F: Future>(&self, options: LockOptions, fut: F) -> Result<F::Output> {
-        section::run(self.client.core(), self.target(), options, None, fut).await.result
+        section::run(&self.core, self.target(), options, None, fut).await.result
     }
 
     /// How many permits are free now (declared minus held and not lapsed; a permit of a crashed
@@ -106,8 +104,7 @@ impl Semaphore {
     pub async fn available(&self) -> Result<u32> {
         let eval = Eval::new(&SEM_COUNT, &[&self.name]);
         let (declared, taken): (i64, i64) = self
-            .client
-            .core()
+            .core
             .conn
             .invoke(&eval, || format!("counting the permits of semaphore `{}`", self.name))
             .await?;
