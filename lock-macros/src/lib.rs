@@ -1,9 +1,4 @@
-//! The `#[distributed_lock]` attribute of `lock-core`. Use it through `lock_core`:
-//! `use lock_core::distributed_lock;` — see the documentation there.
-//!
-//! The macro is a thin shim: it parses and validates its arguments at compile time, then
-//! replaces the fn's body with one call into `lock_core::__private`, which acquires the lock,
-//! runs the original body as a future and releases the lock.
+#![doc = include_str!("../README.md")]
 
 mod duration;
 mod expand;
@@ -16,8 +11,8 @@ use proc_macro::TokenStream;
 /// Runs the annotated `async fn` under a distributed lock held in Redis, so that across all
 /// replicas only one call with the same key runs its body at a time.
 ///
-/// ```ignore
-/// use lock_core::distributed_lock;
+/// ```no_run
+/// use lock_core::{LockError, distributed_lock};
 ///
 /// // A job every replica fires; one runs it, the others skip.
 /// #[distributed_lock(key = "lock:daily-report", skip_if_held)]
@@ -25,11 +20,18 @@ use proc_macro::TokenStream;
 ///     Ok(())
 /// }
 ///
-/// // Per-resource exclusion with a fencing token, waiting up to 2 s.
-/// #[distributed_lock(key = "lock:product:{order.product_id}", wait = "2s", lease = "10s", fencing)]
-/// async fn place_order(&self, order: Order) -> Result<Receipt, OrderError> {
-///     let fence = lock_core::current().and_then(|l| l.fence()).unwrap_or(0);
-///     self.store.decrement(order.product_id, order.qty, fence).await
+/// # struct Order { product_id: u64, qty: u32 }
+/// # struct Store;
+/// # impl Store { async fn decrement(&self, _: u64, _: u32, _: u64) -> Result<(), LockError> { Ok(()) } }
+/// struct Orders { store: Store }
+///
+/// impl Orders {
+///     // Per-resource exclusion with a fencing token, waiting up to 2 s.
+///     #[distributed_lock(key = "lock:product:{order.product_id}", wait = "2s", lease = "10s", fencing)]
+///     async fn place_order(&self, order: Order) -> Result<(), LockError> {
+///         let fence = lock_core::current().and_then(|l| l.fence()).unwrap_or(0);
+///         self.store.decrement(order.product_id, order.qty, fence).await
+///     }
 /// }
 /// ```
 ///
@@ -91,11 +93,18 @@ use proc_macro::TokenStream;
 /// tracing's `#[instrument]` does) and locks the `async` block, so the method works through
 /// the concrete type and through `Box<dyn Trait>` / `Arc<dyn Trait>` alike:
 ///
-/// ```ignore
+/// ```no_run
+/// # use async_trait::async_trait;
+/// # use lock_core::{LockClient, distributed_lock};
+/// # struct Report;
+/// # #[async_trait] trait Reports { async fn daily(&self, day: u32) -> Option<Report>; }
+/// # struct Service { tenant: String, locks: LockClient }
 /// #[async_trait]
 /// impl Reports for Service {
-///     #[distributed_lock(key = "lock:report:{self.tenant}:{day}", skip_if_held, client = self.locks)]
-///     async fn daily(&self, day: u32) -> Option<Report> { .. }
+///     #[distributed_lock(key = "lock:report:{self.tenant}:{day}", skip_if_held, client = &self.locks)]
+///     async fn daily(&self, day: u32) -> Option<Report> {
+///         Some(Report)
+///     }
 /// }
 /// ```
 #[proc_macro_attribute]

@@ -25,7 +25,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use lock_core::{LockClient, LockError, inspect};
+use lock_core::{ErrorChain, LockClient, LockError, inspect};
 use serde_json::{Value, json};
 
 use crate::format::{duration, slot_time};
@@ -113,43 +113,34 @@ enum Command {
     },
 }
 
-/// Why a command failed, with its exit code.
+/// Why a command failed, with its exit code. Printed with its whole chain of causes, each
+/// once ([`ErrorChain`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 enum CtlError {
-    /// Bad input or configuration.
+    /// Bad input.
     #[error("{0}")]
     Usage(String),
-    /// Redis failed.
-    #[error("{0}")]
-    Redis(String),
+    /// The lock client failed or refused the input.
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// A job command failed or refused the input.
+    #[error(transparent)]
+    Control(#[from] scheduler::ControlError),
+    /// The runtime could not start.
+    #[error("cannot start the runtime")]
+    Runtime(#[source] std::io::Error),
 }
 
 impl CtlError {
     fn code(&self) -> u8 {
         match self {
-            CtlError::Usage(_) => USAGE,
-            CtlError::Redis(_) => REDIS,
-        }
-    }
-}
-
-impl From<LockError> for CtlError {
-    fn from(e: LockError) -> Self {
-        match e {
-            LockError::InvalidKey { .. } | LockError::Config(_) | LockError::InvalidOptions(_) => {
-                CtlError::Usage(e.to_string())
-            }
-            e => CtlError::Redis(e.to_string()),
-        }
-    }
-}
-
-impl From<scheduler::ControlError> for CtlError {
-    fn from(e: scheduler::ControlError) -> Self {
-        match e {
-            scheduler::ControlError::InvalidJob(_) => CtlError::Usage(e.to_string()),
-            e => CtlError::Redis(e.to_string()),
+            CtlError::Usage(_)
+            | CtlError::Lock(
+                LockError::InvalidKey { .. } | LockError::Config(_) | LockError::InvalidOptions(_),
+            )
+            | CtlError::Control(scheduler::ControlError::InvalidJob(_)) => USAGE,
+            _ => REDIS,
         }
     }
 }
@@ -166,7 +157,7 @@ fn main() -> ExitCode {
     let json = cli.json;
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
-        Err(e) => return fail(json, &CtlError::Redis(format!("cannot start the runtime: {e}"))),
+        Err(e) => return fail(json, &CtlError::Runtime(e)),
     };
     match runtime.block_on(run(cli)) {
         Ok(out) => {
@@ -182,10 +173,11 @@ fn main() -> ExitCode {
 }
 
 fn fail(json: bool, e: &CtlError) -> ExitCode {
+    let message = ErrorChain(e).to_string();
     if json {
-        println!("{}", json!({ "error": e.to_string(), "exit_code": e.code() }));
+        println!("{}", json!({ "error": message, "exit_code": e.code() }));
     }
-    eprintln!("lockctl: {e}");
+    eprintln!("lockctl: {message}");
     ExitCode::from(e.code())
 }
 

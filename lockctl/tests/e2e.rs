@@ -339,11 +339,28 @@ async fn exit_codes_and_errors_are_for_scripts_and_keep_secrets() {
         let (code, stdout, stderr) = lockctl("redis://:hunter2@127.0.0.1:1/", &args, "").await;
         assert_eq!(code, 3, "{stdout}{stderr}");
         assert!(!stdout.contains("hunter2") && !stderr.contains("hunter2"), "{stdout}{stderr}");
+        // The whole chain on one line, each cause once.
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with("lockctl: redis command failed while reading lock `lock:x`: "),
+            "{stderr}"
+        );
+        assert_eq!(stderr.matches("refused").count(), 1, "the cause once: {stderr}");
         if json {
             let v: Value = serde_json::from_str(stdout.trim()).expect("JSON error");
             assert_eq!(v["exit_code"], 3);
+            assert_eq!(
+                v["error"].as_str().map(|e| format!("lockctl: {e}\n")),
+                Some(stderr.clone()),
+                "{stdout}"
+            );
         }
     }
+    // A job command's error, chained the same way.
+    let (code, _, stderr) = lockctl("redis://127.0.0.1:1/", &["history", "daily"], "").await;
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.starts_with("lockctl: redis failed while reading a job's run history: "), "{stderr}");
+    assert_eq!(stderr.matches("refused").count(), 1, "the cause once: {stderr}");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockctl"));
     let output = cmd.args(["show", "k"]).env_remove("REDIS_URL").output().await.expect("run");
     assert_eq!(output.status.code(), Some(2));

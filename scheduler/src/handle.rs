@@ -12,11 +12,14 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::error::{ControlError, SchedulerError};
 use crate::job::Job;
 use crate::report::{RunReport, ShutdownReport};
-use crate::scheduler::{SchedulerError, Shared, State, validate};
+use crate::shared::Shared;
 use crate::signal::ShutdownSignal;
+use crate::state::State;
 use crate::timer::{Command, RunEnd, RunExit};
+use crate::validate::validate;
 
 /// How long shutdown waits for the releases of cancelled runs' locks.
 const RELEASE_FLUSH: Duration = Duration::from_secs(3);
@@ -114,13 +117,13 @@ impl SchedulerHandle {
     /// claimed): its slots are skipped and recorded as
     /// [`RunOutcome::SkippedPaused`](crate::RunOutcome::SkippedPaused) until
     /// [`resume`](Self::resume). Any job name is accepted, including another scheduler's.
-    pub async fn pause(&self, job: &str) -> Result<(), crate::ControlError> {
-        crate::control::pause(&self.shared.client, job).await
+    pub async fn pause(&self, job: &str) -> Result<(), ControlError> {
+        crate::pause::pause(&self.shared.client, job).await
     }
 
     /// Resumes a paused `job` on every replica; returns whether it was paused.
-    pub async fn resume(&self, job: &str) -> Result<bool, crate::ControlError> {
-        crate::control::resume(&self.shared.client, job).await
+    pub async fn resume(&self, job: &str) -> Result<bool, ControlError> {
+        crate::pause::resume(&self.shared.client, job).await
     }
 
     /// The last `n` runs of `job` across replicas, newest first (see [`crate::history`]).
@@ -128,8 +131,8 @@ impl SchedulerHandle {
         &self,
         job: &str,
         n: usize,
-    ) -> Result<Vec<crate::HistoryEntry>, crate::ControlError> {
-        crate::control::history(&self.shared.client, job, n).await
+    ) -> Result<Vec<crate::history::HistoryEntry>, ControlError> {
+        crate::history::history(&self.shared.client, job, n).await
     }
 
     /// A receiver of every [`RunReport`] from now on.

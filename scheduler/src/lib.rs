@@ -1,31 +1,40 @@
 #![doc = include_str!("../README.md")]
 
 mod clock;
-mod control;
+mod command;
+mod error;
 mod handle;
+mod history;
 mod job;
 mod job_metrics;
 mod members;
+mod pause;
 mod report;
 mod run;
 mod schedule;
 mod scheduler;
+#[doc(hidden)]
+pub mod schema;
+mod shared;
 mod signal;
+mod state;
+mod ticks;
 mod timer;
 pub mod tokio_cron;
+mod validate;
 
 pub use clock::{Clock, OffsetClock, SystemClock};
-pub use control::{
-    ControlError, HISTORY_LEN, HISTORY_TTL, HistoryEntry, PauseState, history, history_key, jobs, pause,
-    pause_by, pause_key, pause_state, resume,
-};
+pub use error::{ControlError, SchedulerError};
 pub use handle::SchedulerHandle;
+pub use history::{HistoryEntry, history, jobs};
 pub use job::{Job, JobOutput, RunContext};
+pub use pause::{PauseState, pause, pause_by, pause_state, resume};
 pub use report::{RunOutcome, RunReport, ShutdownReport};
 pub use schedule::{CatchUp, CronField, ON_TIME, Schedule, ScheduleError};
 pub use scheduler::{
-    DEFAULT_CLAIM_GRACE, DEFAULT_GROUP, DEFAULT_SHUTDOWN_GRACE, Scheduler, SchedulerBuilder, SchedulerError,
+    DEFAULT_CLAIM_GRACE, DEFAULT_GROUP, DEFAULT_SHUTDOWN_GRACE, Scheduler, SchedulerBuilder,
 };
+pub use schema::{HISTORY_LEN, HISTORY_TTL, history_key, pause_key};
 pub use signal::{ShutdownSignal, ShutdownSignals, shutdown_signal};
 
 /// The `chrono` crate slots are expressed in.

@@ -11,40 +11,24 @@
 //! atomic tick claim, so exactly one replica runs each slot whatever the replicas believe
 //! about each other (stale or empty membership lists included).
 
-use std::sync::{Arc, LazyLock, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use lock_core::LockClient;
-use lock_core::redis::{self, Script};
+use lock_core::redis;
+use lock_core::{ErrorChain, LockClient};
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use crate::scheduler::State;
+use crate::command;
+use crate::error::ControlError;
+use crate::schema::{ANNOUNCE, MEMBER_TTL, members_key};
+use crate::state::State;
 
 /// How often a replica renews its announcement.
 pub(crate) const RENEW: Duration = Duration::from_secs(3);
 
-/// How long an announcement lasts: a replica that stopped renewing (crashed, partitioned) stops
-/// being preferred after at most this.
-pub(crate) const MEMBER_TTL: Duration = Duration::from_secs(10);
-
 /// How long one announcement may take.
 const TIMEOUT: Duration = Duration::from_secs(2);
-
-/// KEYS: the group's member set. ARGV: instance id, TTL ms. Announces the instance, drops
-/// lapsed members, keeps the set alive for the TTL, returns the live members.
-static ANNOUNCE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return redis.call('ZRANGE', KEYS[1], 0, -1)
-",
-    )
-});
 
 /// This replica's view of its group.
 #[derive(Debug)]
@@ -72,26 +56,12 @@ impl Members {
     }
 
     /// Announces this replica and refreshes the list of live members (one round trip).
-    pub(crate) async fn announce(&self, client: &LockClient) -> Result<usize, String> {
-        let ttl = MEMBER_TTL.as_millis() as u64;
-        let call = async {
-            let mut invocation = ANNOUNCE.key(&self.key);
-            invocation.arg(&*self.instance).arg(ttl);
-            // Through the lock connection: any deployment (a cluster has no pool).
-            let mut pipe = redis::pipe();
-            // Loaded in the same pipeline: a pipeline's EVALSHA is not retried after NOSCRIPT
-            // (this runs every few seconds at most).
-            pipe.load_script(&ANNOUNCE).ignore().invoke_script(&invocation);
-            client
-                .query_pipeline::<(Vec<String>,)>(&pipe)
-                .await
-                .map(|(names,)| names)
-                .map_err(|e| e.to_string())
-        };
-        let mut names = match tokio::time::timeout(TIMEOUT, call).await {
-            Ok(result) => result?,
-            Err(_) => return Err(format!("no answer from redis within {TIMEOUT:?}")),
-        };
+    pub(crate) async fn announce(&self, client: &LockClient) -> Result<usize, ControlError> {
+        let mut invocation = ANNOUNCE.key(&self.key);
+        invocation.arg(&*self.instance).arg(MEMBER_TTL.as_millis() as u64);
+        let action = "announcing this replica to its group";
+        let mut names: Vec<String> =
+            command::run_script(client, action, &ANNOUNCE, &invocation, TIMEOUT).await?;
         if !names.iter().any(|n| **n == *self.instance) {
             names.push(self.instance.to_string());
         }
@@ -107,22 +77,13 @@ impl Members {
 
     /// Withdraws this replica (at shutdown), so the others stop preferring it at once.
     pub(crate) async fn leave(&self, client: &LockClient) {
-        let call = async {
-            let mut pipe = redis::pipe();
-            pipe.cmd("ZREM").arg(&self.key).arg(&*self.instance);
-            client.query_pipeline::<(i64,)>(&pipe).await.map_err(|e| e.to_string())
-        };
-        match tokio::time::timeout(TIMEOUT, call).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::debug!(error = %e, "could not withdraw from the scheduler group"),
-            Err(_) => tracing::debug!("could not withdraw from the scheduler group: no answer"),
+        let mut pipe = redis::pipe();
+        pipe.cmd("ZREM").arg(&self.key).arg(&*self.instance).ignore();
+        let action = "withdrawing this replica from its group";
+        if let Err(e) = command::query_within::<()>(client, action, &pipe, TIMEOUT).await {
+            tracing::debug!(error = %ErrorChain(&e), "could not withdraw from the scheduler group");
         }
     }
-}
-
-/// The Redis key of `group`'s member set.
-pub(crate) fn members_key(group: &str) -> String {
-    format!("scheduler:{{group:{group}}}:members")
 }
 
 /// Renews this replica's announcement every [`RENEW`] until the scheduler stops (then
@@ -157,7 +118,7 @@ pub(crate) fn spawn_announcer(
                     Err(e) if !failing => {
                         failing = true;
                         tracing::warn!(
-                            error = %e,
+                            error = %ErrorChain(&e),
                             "could not announce this replica to its group; other replicas stop preferring it \
                              for runs after {MEMBER_TTL:?} (runs stay once per tick)"
                         );
@@ -243,6 +204,5 @@ mod tests {
     fn a_replica_alone_is_always_preferred() {
         let members = Members::new("g", Arc::from("solo"));
         assert!(members.preferred("any", 42));
-        assert_eq!(members_key("g"), "scheduler:{group:g}:members");
     }
 }

@@ -15,10 +15,10 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::control::PauseCheck;
 use crate::job::RunContext;
+use crate::pause::PauseCheck;
 use crate::report::RunOutcome;
-use crate::scheduler::{JobEntry, Shared};
+use crate::shared::{JobEntry, Shared};
 
 /// A run in flight for a job on this replica.
 pub(crate) struct Running {

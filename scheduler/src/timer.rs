@@ -17,11 +17,14 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::control::{self, PauseCheck};
+use crate::history;
+use crate::pause::PauseCheck;
 use crate::report::RunOutcome;
 use crate::run::{self, Running};
 use crate::schedule::{Due, MAX_CATCH_UP, NextSlots};
-use crate::scheduler::{JobEntry, Shared, State};
+use crate::shared::{JobEntry, Shared};
+use crate::state::State;
+use crate::ticks;
 
 /// Longest sleep between readings of the wall clock: a clock step is noticed within this.
 const RECHECK: Duration = Duration::from_secs(1);
@@ -123,7 +126,7 @@ pub(crate) async fn first_floors(
     started: DateTime<Utc>,
 ) -> Option<Vec<DateTime<Utc>>> {
     let keys: Vec<&str> = jobs.iter().filter_map(|j| j.lock.as_ref().map(|l| l.key.as_str())).collect();
-    let lasts = match control::last_ticks(&shared.client, &keys).await {
+    let lasts = match ticks::last_ticks(&shared.client, &keys).await {
         Ok(lasts) => lasts,
         Err(e) => {
             tracing::warn!(error = %e, "could not read the jobs' last claimed ticks; retrying in the background");
@@ -288,7 +291,7 @@ impl Timer {
                 loop {
                     // Paced: a run that keeps failing asks again at most once a second.
                     tokio::time::sleep(RECHECK).await;
-                    match control::last_ticks(&client, &[&key]).await {
+                    match ticks::last_ticks(&client, &[&key]).await {
                         Ok(last) => {
                             let _ = tx.send((name, last.into_iter().next().flatten()));
                             return;
@@ -416,7 +419,7 @@ impl Timer {
             tokio::spawn(
                 async move {
                     let keys: Vec<String> = checks.iter().map(|(_, _, key)| key.clone()).collect();
-                    let Some(held) = control::held_among(&client, &keys).await else { return };
+                    let Some(held) = ticks::held_among(&client, &keys).await else { return };
                     for ((job, slot, _), held) in checks.into_iter().zip(held) {
                         if held {
                             let _ = tx.send((job, slot));
@@ -681,7 +684,7 @@ fn report_missed(shared: &Arc<Shared>, job: &Arc<JobEntry>, due: &Due, now: Date
     tokio::spawn(
         async move {
             // Every replica that comes back finds the same missed slots: one records them.
-            if control::first_to_record_missed(&shared_.client, &job_.name, last_missed.timestamp_millis())
+            if history::first_to_record_missed(&shared_.client, &job_.name, last_missed.timestamp_millis())
                 .await
             {
                 shared_.record(&job_, last_missed, &recorded, Duration::ZERO).await;

@@ -38,7 +38,7 @@ fn cluster_forms_routes_keys_and_fails_over() {
 
     // A key and its hash-tagged auxiliary keys live on the same master.
     let key = "lock:deployments:cluster";
-    assert_eq!(cluster.slot_of(key), cluster.slot_of("{lock:deployments:cluster}:fence"));
+    assert_eq!(cluster.slot_of(key), cluster.slot_of(&lock_core::schema::fence_key(key)));
     let master = cluster.master_for_key(key);
     assert_eq!(set_and_wait(&master, key, "owner"), 1, "the replica acknowledged the write");
     let other = masters.iter().find(|m| **m != master).expect("another master");
@@ -110,10 +110,11 @@ fn the_lock_user_reaches_lock_keys_only() {
     let url = user.url_on(&server.url());
     let ok = |args: &[&str]| query(&url, args).unwrap_or_else(|e| panic!("{args:?} as lockuser: {e}"));
     assert_eq!(ok(&["SET", "lock:a", "t", "NX", "PX", "1000"]), "OK");
-    assert_eq!(ok(&["SET", "{lock:a}:fence", "1"]), "OK");
+    assert_eq!(ok(&["SET", &lock_core::schema::fence_key("lock:a"), "1"]), "OK");
     assert_eq!(ok(&["SET", "lock-client:pod:1", "1", "PX", "1000"]), "OK");
-    assert_eq!(ok(&["PUBLISH", "{lock:a}:released:abcdef012345", ""]), "0");
-    assert_eq!(ok(&["PUBLISH", "lock:{o}:1:released:abcdef012345", ""]), "0");
+    for key in ["lock:a", "lock:{o}:1"] {
+        assert_eq!(ok(&["PUBLISH", &lock_core::schema::release_channel(key, "abcdef012345"), ""]), "0");
+    }
     assert_eq!(ok(&["WAIT", "0", "10"]), "0");
     for denied in [
         &["GET", "other"][..],

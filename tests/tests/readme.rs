@@ -1,5 +1,6 @@
-//! What README.md's "What is in Redis" table says is what `lock_core::schema` builds: every
-//! name the schema makes appears there, spelled as the schema spells it.
+//! What README.md's "What is in Redis" table says is what `lock_core::schema` and
+//! `scheduler::schema` build: every name the schemas make appears there, spelled as they spell
+//! it.
 
 use lock_core::schema;
 
@@ -38,4 +39,24 @@ fn the_key_table_spells_every_name_the_schema_builds() {
     }
     // A key with a hash tag of its own: the suffix is appended, as the table says.
     assert!(table.contains(&format!("`{}`", schema::fence_key("lock:{order}:1"))));
+}
+
+#[test]
+fn the_key_table_spells_every_name_the_scheduler_schema_builds() {
+    use scheduler::schema as sched;
+    let table = key_table();
+    let job = "<name>";
+    let names = [
+        sched::history_key(job).expect("a valid name"),
+        sched::pause_key(job).expect("a valid name"),
+        sched::missed_key(job).expect("a valid name"),
+        sched::members_key("<group>"),
+    ];
+    for name in names {
+        assert!(table.contains(&format!("`{name}`")), "README's key table lacks {name}");
+    }
+    assert!(
+        table.contains(&format!("capped stream, expires {} days", sched::HISTORY_TTL.as_secs() / 86_400))
+    );
+    assert!(table.contains(&format!("lapses after {} s", sched::MEMBER_TTL.as_secs())));
 }

@@ -147,7 +147,7 @@ async fn a_dead_preferred_replica_costs_only_the_claim_grace() {
     // A replica that announced itself, then died: it stays a member until its announcement
     // lapses (here: for the whole test), and is preferred for about half of the job-ticks.
     let far = (Utc::now().timestamp_millis() + 600_000).to_string();
-    server.cli(&["ZADD", "scheduler:{group:ghost}:members", &far, "ghost-dead"]);
+    server.cli(&["ZADD", &scheduler::schema::members_key("ghost"), &far, "ghost-dead"]);
     let (handle, _) = &replicas[0];
     assert!(
         wait_until(Duration::from_secs(10), || handle.live_replicas().len() == 2).await,
@@ -187,19 +187,20 @@ async fn every_key_the_scheduler_writes_expires() {
     // Keys while running (the members set is only there then), and after the shutdown.
     let check = |when: &str| {
         let keys = server.cli(&["KEYS", "*"]);
-        assert!(keys.contains("}:tick"), "{when}: tick keys exist: {keys}");
+        let is_tick = |key: &str| lock_core::schema::lock_of_tick_key(key).is_some();
+        assert!(keys.lines().any(is_tick), "{when}: tick keys exist: {keys}");
         for key in keys.lines().filter(|k| !k.is_empty()) {
             let ttl: i64 = server.cli(&["PTTL", key]).parse().expect("a PTTL");
             // -2: deleted since listed (a lock released, the members set emptied): fine.
             assert!(ttl > 0 || ttl == -2, "{when}: {key} has no expiry (PTTL {ttl})");
-            if key.ends_with("}:tick") {
+            if is_tick(key) {
                 let week = lock_core::tick::TICK_TTL.as_millis() as i64;
                 assert!(ttl <= week && ttl > week - 60_000, "{key}: PTTL {ttl}, not about TICK_TTL");
             }
         }
     };
     check("running");
-    let members: i64 = server.cli(&["PTTL", "scheduler:{group:ttl}:members"]).parse().expect("PTTL");
+    let members: i64 = server.cli(&["PTTL", &scheduler::schema::members_key("ttl")]).parse().expect("PTTL");
     assert!((1..=10_000).contains(&members), "the members set expires within 10 s: {members}");
     for (handle, _) in replicas {
         handle.shutdown().await;

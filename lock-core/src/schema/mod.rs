@@ -163,9 +163,19 @@ pub fn readers_key(name: &str) -> String {
 
 /// The read-write lock whose [`readers_key`] `key` is, if it is one.
 pub fn rw_lock_of_readers_key(key: &str) -> Option<&str> {
-    let prefix = key.strip_suffix(READERS)?.strip_suffix(':')?;
+    base_of(key, READERS)
+}
+
+/// The lock whose [`tick_key`] `key` is, if it is one.
+pub fn lock_of_tick_key(key: &str) -> Option<&str> {
+    base_of(key, TICK)
+}
+
+/// The key whose auxiliary name `aux(key, suffix)` is `name`, if it is one.
+fn base_of<'a>(name: &'a str, suffix: &str) -> Option<&'a str> {
+    let prefix = name.strip_suffix(suffix)?.strip_suffix(':')?;
     match prefix.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
-        Some(name) if hash_tag(name).is_none() => Some(name),
+        Some(key) if hash_tag(key).is_none() => Some(key),
         _ => hash_tag(prefix).is_some().then_some(prefix),
     }
 }
@@ -299,7 +309,9 @@ mod tests {
         assert!(is_auxiliary_key(&readers_key("rw:a")));
         for name in ["rw:catalogue", "rw:{shop}:catalogue", "a"] {
             assert_eq!(rw_lock_of_readers_key(&readers_key(name)), Some(name));
+            assert_eq!(lock_of_tick_key(&tick_key(name)), Some(name));
         }
+        assert_eq!(lock_of_tick_key(&fence_key("lock:a")), None);
         assert_eq!(rw_lock_of_readers_key("rw:a"), None);
         assert!(is_reader_entry(&reader_queue_entry("pod:abc:uuid", 300)));
         assert!(!is_reader_entry(&queue_entry("pod:abc:uuid", 300)));

@@ -1,0 +1,59 @@
+//! Sending the scheduler's own Redis commands (pause flags, history, member sets, tick reads)
+//! through the lock client's connection, with a deadline.
+
+use std::time::Duration;
+
+use lock_core::redis::{self, FromRedisValue, Script, ScriptInvocation};
+use lock_core::{LockClient, LockError};
+
+use crate::error::ControlError;
+
+/// How long one command (or pipeline) may take.
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs `pipe` within `timeout`. Through the lock client's own connection: it works on a single
+/// node, Sentinel and Cluster alike (every pipeline here touches the keys of one slot, or reads
+/// single keys).
+pub(crate) async fn query_within<T: FromRedisValue>(
+    client: &LockClient,
+    action: &'static str,
+    pipe: &redis::Pipeline,
+    timeout: Duration,
+) -> Result<T, ControlError> {
+    let run = async { client.query_pipeline(pipe).await.map_err(|e| control_error(action, e)) };
+    tokio::time::timeout(timeout, run).await.map_err(|_| ControlError::Unavailable(action))?
+}
+
+/// Runs `pipe` within [`TIMEOUT`].
+pub(crate) async fn query<T: FromRedisValue>(
+    client: &LockClient,
+    action: &'static str,
+    pipe: &redis::Pipeline,
+) -> Result<T, ControlError> {
+    query_within(client, action, pipe, TIMEOUT).await
+}
+
+/// Runs `script` as `invocation` within `timeout`. The script is loaded in the same pipeline:
+/// a pipeline's EVALSHA is not retried after NOSCRIPT, and these scripts run every few seconds
+/// at most.
+pub(crate) async fn run_script<T: FromRedisValue>(
+    client: &LockClient,
+    action: &'static str,
+    script: &Script,
+    invocation: &ScriptInvocation<'_>,
+    timeout: Duration,
+) -> Result<T, ControlError> {
+    let mut pipe = redis::pipe();
+    pipe.load_script(script).ignore().invoke_script(invocation);
+    let (reply,): (T,) = query_within(client, action, &pipe, timeout).await?;
+    Ok(reply)
+}
+
+pub(crate) fn control_error(action: &'static str, e: LockError) -> ControlError {
+    match e {
+        LockError::Redis { source, .. } | LockError::Auth { source, .. } => {
+            ControlError::Redis { action, source }
+        }
+        source => ControlError::Connect { action, source },
+    }
+}

@@ -1,0 +1,101 @@
+//! The scheduler's errors. Like every error of the workspace, a message says what failed at
+//! its own level and leaves the cause to [`source`](std::error::Error::source): print the
+//! whole chain (anyhow's `{:#}`, or [`lock_core::ErrorChain`]) and each cause appears once.
+
+use lock_core::{LockError, redis};
+
+use crate::schedule::ScheduleError;
+
+/// A configuration or start-up error. Each names the job it is about.
+///
+/// Like every error of this crate, its message says what failed at its own level and leaves
+/// the cause to [`source`](std::error::Error::source): print the whole chain, e.g. with
+/// anyhow's `{:#}` (`job `report`: invalid schedule: invalid cron expression `0 61 2 * * *`:
+/// ...`), and each cause appears once.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SchedulerError {
+    /// The job's cron expression or time zone is invalid.
+    #[error("job `{job}`: invalid schedule")]
+    Schedule {
+        /// The job's name.
+        job: String,
+        /// What is wrong with the schedule.
+        #[source]
+        source: ScheduleError,
+    },
+    /// The job is misconfigured (its name, limits, or a lock key another job uses).
+    #[error("job `{job}`: {reason}")]
+    InvalidJob {
+        /// The job's name.
+        job: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The job's lock key or lock options are invalid.
+    #[error("job `{job}`: invalid lock")]
+    InvalidLock {
+        /// The job's name.
+        job: String,
+        /// What is wrong with the key or the options.
+        #[source]
+        source: LockError,
+    },
+    /// Two jobs have the same name.
+    #[error("two jobs are named `{job}`: job names must be unique (they identify runs in logs and reports)")]
+    DuplicateJob {
+        /// The repeated name.
+        job: String,
+    },
+    /// No lock client was given and none is installed as the default.
+    #[error(
+        "no lock client: pass one with `SchedulerBuilder::client`, or install a default with \
+         `LockClient::install_default()` before building the scheduler"
+    )]
+    NoClient,
+    /// The SIGTERM / Ctrl-C listeners could not be installed.
+    #[error("could not listen for shutdown signals (SIGTERM, Ctrl-C)")]
+    Signal(#[source] std::io::Error),
+    /// A scheduler setting is invalid.
+    #[error("invalid scheduler configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The scheduler is shutting down or stopped: jobs can no longer be added.
+    #[error("the scheduler is stopped: job `{job}` was not added")]
+    Stopped {
+        /// The job that was not added.
+        job: String,
+    },
+}
+
+/// A failed pause, resume or history command.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ControlError {
+    /// The job name cannot name a job.
+    #[error("invalid job name: {0}")]
+    InvalidJob(&'static str),
+    /// Redis failed or refused the command.
+    #[error("redis failed while {action}")]
+    Redis {
+        /// What was being done.
+        action: &'static str,
+        /// The Redis error.
+        #[source]
+        source: redis::RedisError,
+    },
+    /// No connection could be had (or the lock client failed otherwise).
+    #[error("could not reach redis while {action}")]
+    Connect {
+        /// What was being done.
+        action: &'static str,
+        /// Why (its messages never hold the URL's password).
+        #[source]
+        source: LockError,
+    },
+    /// The command got no answer in time.
+    #[error("no answer from redis while {0}")]
+    Unavailable(&'static str),
+}

@@ -1,0 +1,207 @@
+//! A job's run history: a capped, expiring Redis stream per job ([`schema::history_key`]),
+//! written in batches by the [`Recorder`] and read by [`history`] (and `lockctl history`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use lock_core::LockClient;
+use lock_core::redis;
+use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
+
+use crate::command::{self, query};
+use crate::error::ControlError;
+use crate::report::RunOutcome;
+use crate::schema::{self, HISTORY_LEN, HISTORY_TTL, field, history_key};
+
+/// One run of a job, as recorded in its history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HistoryEntry {
+    /// The stream entry id (`<ms>-<seq>`, the time it was recorded).
+    pub id: String,
+    /// The slot, epoch milliseconds (the tick claimed in Redis).
+    pub tick: i64,
+    /// The slot as a time.
+    pub slot: Option<DateTime<Utc>>,
+    /// The instance that recorded it.
+    pub instance: String,
+    /// The outcome's label (`ran`, `failed`, `cancelled`, `timed out`, `missed`, `skipped: paused`).
+    pub outcome: String,
+    /// How long the run took.
+    pub duration: Duration,
+    /// The error of a failed run, or what a missed record counts.
+    pub error: Option<String>,
+}
+
+/// The last `n` runs of `job`, newest first.
+pub async fn history(client: &LockClient, job: &str, n: usize) -> Result<Vec<HistoryEntry>, ControlError> {
+    let key = history_key(job)?;
+    let mut pipe = redis::pipe();
+    pipe.cmd("XREVRANGE").arg(&key).arg("+").arg("-").arg("COUNT").arg(n.max(1));
+    let (entries,): (Vec<StreamEntry>,) = query(client, "reading a job's run history", &pipe).await?;
+    Ok(entries.into_iter().take(n).map(|(id, fields)| entry(id, fields)).collect())
+}
+
+/// A stream entry as XRANGE returns it: its id and its field-value pairs.
+type StreamEntry = (String, Vec<(String, String)>);
+
+fn entry(id: String, fields: Vec<(String, String)>) -> HistoryEntry {
+    let get = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let tick = get(field::TICK).and_then(|t| t.parse().ok()).unwrap_or_default();
+    HistoryEntry {
+        id,
+        tick,
+        slot: DateTime::from_timestamp_millis(tick),
+        instance: get(field::INSTANCE).unwrap_or_default(),
+        outcome: get(field::OUTCOME).unwrap_or_default(),
+        duration: Duration::from_millis(
+            get(field::DURATION_MS).and_then(|d| d.parse().ok()).unwrap_or_default(),
+        ),
+        error: get(field::ERROR),
+    }
+}
+
+/// The jobs that have a run history or a pause flag in Redis (`SCAN`, never `KEYS`), sorted.
+pub async fn jobs(client: &LockClient) -> Result<Vec<String>, ControlError> {
+    let action = "listing jobs";
+    let pattern = schema::job_keys_pattern();
+    let scan = client.scan_keys(&pattern, usize::MAX);
+    let keys = tokio::time::timeout(command::TIMEOUT, scan)
+        .await
+        .map_err(|_| ControlError::Unavailable(action))?
+        .map_err(|e| command::control_error(action, e))?;
+    let names: std::collections::BTreeSet<&str> =
+        keys.iter().filter_map(|key| schema::job_of_key(key)).collect();
+    Ok(names.into_iter().map(str::to_owned).collect())
+}
+
+/// Whether a run with this outcome goes into the history: runs (whatever their end), missed
+/// slots and paused slots; not the skips of replicas that lost the race for a slot.
+pub(crate) fn recorded(outcome: &RunOutcome) -> bool {
+    outcome.ran_here() || matches!(outcome, RunOutcome::Missed(_) | RunOutcome::SkippedPaused)
+}
+
+/// One run to append to its job's history.
+pub(crate) struct Record {
+    pub(crate) job: Arc<str>,
+    pub(crate) tick: i64,
+    pub(crate) instance: Arc<str>,
+    pub(crate) outcome: RunOutcome,
+    pub(crate) duration: Duration,
+}
+
+/// Most runs written in one pipeline.
+const RECORD_BATCH: usize = 512;
+
+type Queued = (Record, oneshot::Sender<()>);
+
+/// Writes run history entries: the runs that end together (a thousand jobs due in the same
+/// second) share one pipelined round trip instead of one each.
+pub(crate) struct Recorder {
+    tx: mpsc::UnboundedSender<Queued>,
+    rx: std::sync::Mutex<Option<mpsc::UnboundedReceiver<Queued>>>,
+}
+
+impl Recorder {
+    pub(crate) fn new() -> Recorder {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Recorder { tx, rx: std::sync::Mutex::new(Some(rx)) }
+    }
+
+    /// Starts the writer task (once; later calls do nothing). It ends when the recorder is
+    /// dropped, after writing what was queued.
+    pub(crate) fn start(&self, client: LockClient) {
+        let rx = match self.rx.lock() {
+            Ok(mut rx) => rx.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(rx) = rx {
+            tokio::spawn(write_records(client, rx).in_current_span());
+        }
+    }
+
+    /// Appends a run to its job's history (capped, expiring) and waits until it is written
+    /// (or failed: failures are logged, never raised).
+    pub(crate) async fn record(&self, record: Record) {
+        let (ack, done) = oneshot::channel();
+        if self.tx.send((record, ack)).is_ok() {
+            let _ = done.await;
+        }
+    }
+}
+
+async fn write_records(client: LockClient, mut rx: mpsc::UnboundedReceiver<Queued>) {
+    let mut batch = Vec::new();
+    while let Some(first) = rx.recv().await {
+        batch.push(first);
+        while batch.len() < RECORD_BATCH {
+            match rx.try_recv() {
+                Ok(more) => batch.push(more),
+                Err(_) => break,
+            }
+        }
+        let mut pipe = redis::pipe();
+        for (record, _) in &batch {
+            add_record(&mut pipe, record);
+        }
+        if let Err(e) = query::<()>(&client, "recording runs in the history", &pipe).await {
+            tracing::warn!(error = %e, runs = batch.len(), "could not record runs in their jobs' history");
+        }
+        for (_, ack) in batch.drain(..) {
+            let _ = ack.send(());
+        }
+    }
+}
+
+/// Adds the commands appending `record` to its job's history to `pipe`.
+fn add_record(pipe: &mut redis::Pipeline, record: &Record) {
+    let Record { job, tick, instance, outcome, duration } = record;
+    let Ok(key) = history_key(job) else { return };
+    let xadd = pipe
+        .cmd("XADD")
+        .arg(&key)
+        .arg("MAXLEN")
+        .arg("~")
+        .arg(HISTORY_LEN)
+        .arg("*")
+        .arg(field::TICK)
+        .arg(tick)
+        .arg(field::INSTANCE)
+        .arg(&**instance)
+        .arg(field::OUTCOME)
+        .arg(outcome.label())
+        .arg(field::DURATION_MS)
+        .arg(duration.as_millis() as u64);
+    match outcome {
+        RunOutcome::Failed(error) => {
+            xadd.arg(field::ERROR).arg(error.chars().take(1000).collect::<String>());
+        }
+        RunOutcome::Missed(n) => {
+            xadd.arg(field::ERROR).arg(format!("{n} slot(s) missed"));
+        }
+        RunOutcome::TimedOut(limit) => {
+            xadd.arg(field::ERROR).arg(format!("ran longer than its maximum run time of {limit:?}"));
+        }
+        _ => {}
+    }
+    xadd.ignore();
+    pipe.cmd("PEXPIRE").arg(&key).arg(HISTORY_TTL.as_millis() as u64).ignore();
+}
+
+/// Whether this replica is the one to record the missed slots ending at `tick` in `job`'s
+/// history: replicas that find the same missed slots agree through Redis, so they are
+/// recorded once. A Redis failure answers yes (recorded, perhaps twice, rather than lost).
+pub(crate) async fn first_to_record_missed(client: &LockClient, job: &str, tick: i64) -> bool {
+    let Ok(key) = schema::missed_key(job) else { return false };
+    let mut invocation = schema::RECORD_MISSED.key(&key);
+    invocation.arg(tick).arg(schema::MISSED_TTL.as_millis() as u64);
+    let action = "agreeing on who records missed slots";
+    match command::run_script::<i64>(client, action, &schema::RECORD_MISSED, &invocation, command::TIMEOUT)
+        .await
+    {
+        Ok(set) => set == 1,
+        Err(_) => true,
+    }
+}

@@ -1,0 +1,132 @@
+//! What a scheduler's timer, runs and handle share: the validated jobs ([`JobEntry`]) and the
+//! scheduler-wide state ([`Shared`]) with the reports and history records every run ends with.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use lock_core::LockClient;
+use tokio::sync::{broadcast, mpsc};
+
+use crate::clock::Clock;
+use crate::history::{self, Recorder};
+use crate::job::{JobFn, JobLock};
+use crate::job_metrics::JobMetrics;
+use crate::members::Members;
+use crate::report::{RunOutcome, RunReport};
+use crate::schedule::{CatchUp, Schedule};
+
+/// Everything the timer and runs of one scheduler share.
+pub(crate) struct Shared {
+    pub(crate) instance: Arc<str>,
+    pub(crate) client: LockClient,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) grace: Duration,
+    pub(crate) claim_grace: Duration,
+    pub(crate) members: Arc<Members>,
+    /// The jobs scheduled now (those added at runtime included, removed ones not).
+    pub(crate) registry: Mutex<Vec<Arc<JobEntry>>>,
+    pub(crate) recorder: Recorder,
+    /// Asks the timer to re-read a job's last claimed tick (set when the timer starts).
+    pub(crate) resync: std::sync::OnceLock<mpsc::UnboundedSender<Arc<str>>>,
+    pub(crate) reports: broadcast::Sender<RunReport>,
+}
+
+impl Shared {
+    /// The jobs scheduled now.
+    pub(crate) fn jobs(&self) -> Vec<Arc<JobEntry>> {
+        match self.registry.lock() {
+            Ok(jobs) => jobs.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Asks the timer to re-read `job`'s last claimed tick once Redis answers.
+    pub(crate) fn request_resync(&self, job: &Arc<str>) {
+        if let Some(tx) = self.resync.get() {
+            let _ = tx.send(job.clone());
+        }
+    }
+
+    /// Changes the registry under its lock.
+    pub(crate) fn with_registry<T>(&self, f: impl FnOnce(&mut Vec<Arc<JobEntry>>) -> T) -> T {
+        match self.registry.lock() {
+            Ok(mut jobs) => f(&mut jobs),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+}
+
+impl Shared {
+    /// Broadcasts how `slot` of `job` went on this replica.
+    pub(crate) fn report(
+        &self,
+        job: &JobEntry,
+        slot: DateTime<Utc>,
+        fired_at: DateTime<Utc>,
+        outcome: RunOutcome,
+        duration: Duration,
+    ) {
+        let lateness = (fired_at - slot).to_std().unwrap_or_default();
+        job.metrics.record(&job.name, &outcome, duration, lateness);
+        // Built only for subscribers: most schedulers have none.
+        if self.reports.receiver_count() == 0 {
+            return;
+        }
+        let _ = self.reports.send(RunReport {
+            job: job.name.to_string(),
+            slot,
+            tick: slot.timestamp_millis(),
+            instance: self.instance.to_string(),
+            outcome,
+            fired_at,
+            lateness,
+            duration,
+        });
+    }
+}
+
+impl Shared {
+    /// Appends the run to the job's history in Redis, if its outcome is one that is kept.
+    pub(crate) async fn record(
+        &self,
+        job: &JobEntry,
+        slot: DateTime<Utc>,
+        outcome: &RunOutcome,
+        duration: Duration,
+    ) {
+        if history::recorded(outcome) {
+            self.recorder
+                .record(history::Record {
+                    job: job.name.clone(),
+                    tick: slot.timestamp_millis(),
+                    instance: self.instance.clone(),
+                    outcome: outcome.clone(),
+                    duration,
+                })
+                .await;
+        }
+    }
+}
+
+/// A validated job.
+pub(crate) struct JobEntry {
+    pub(crate) name: Arc<str>,
+    pub(crate) schedule: Schedule,
+    pub(crate) func: JobFn,
+    pub(crate) lock: Option<JobLock>,
+    pub(crate) catch_up: CatchUp,
+    pub(crate) max_run_time: Option<Duration>,
+    /// Whether the "this job takes no lock" warning was logged (so: it takes none).
+    pub(crate) warned_unlocked: AtomicBool,
+    /// Whether a run of the job is in flight on this replica.
+    pub(crate) running: AtomicBool,
+    /// Whether the job's lock may still be held at its next slot (deferred slots then check
+    /// it): true until this replica runs it in less than the claim grace, true again when it
+    /// sees the lock held or runs it longer. (A claimed tick proves nothing: the tick is
+    /// checked before the lock.)
+    pub(crate) may_be_held: AtomicBool,
+    /// What its runs record through the `metrics` facade.
+    pub(crate) metrics: JobMetrics,
+}
