@@ -6,13 +6,18 @@
 //! (`rediss://`, `redis+sentinel://`, `redis+cluster://`); `<ca-file>` is the PEM CA a
 //! `rediss://` server's certificate is checked against.
 //!
+//! When the client learns that it lost the hold (its lease or liveness lapsed, e.g. while cut
+//! off from Redis), it prints `lost <reason>` and keeps running.
+//!
 //! `LOCK_HOLD` picks what is held on `<key>`: `lock` (the default), `permit:<N>` (a permit of
 //! the semaphore `<key>` of N permits), `read` or `write` (of the read-write lock `<key>`).
 
 use std::any::Any;
+use std::io::Write;
 use std::time::Duration;
 
-use lock_core::{LockClient, LockError, LockOptions};
+use futures_util::future::BoxFuture;
+use lock_core::{LockClient, LockError, LockOptions, LossReason};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -49,7 +54,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if !["lock", "read", "write"].contains(&hold.as_str()) && !hold.starts_with("permit:") {
         return Err(format!("LOCK_HOLD={hold:?}: expected lock, permit:<N>, read or write").into());
     }
-    let (token, _guard) = loop {
+    let (token, _guard, lost) = loop {
         match take(&client, key, &hold).await {
             Ok(held) => break held,
             Err(e) if e.is_transient() && std::time::Instant::now() < deadline => {
@@ -61,34 +66,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     println!("acquired {token}");
     // Hold until killed; the watchdog renews meanwhile.
+    let reason = lost.await;
+    // Nobody may be reading any more (the tests that only wait for `acquired`): not an error.
+    let mut stdout = std::io::stdout();
+    let _ = writeln!(stdout, "lost {reason:?}").and_then(|()| stdout.flush());
     std::future::pending::<()>().await;
     Ok(())
 }
 
-/// Takes `hold` on `key`; returns its token and its guard, to be kept alive.
-async fn take(client: &LockClient, key: &str, hold: &str) -> Result<(String, Box<dyn Any>), LockError> {
-    fn kept<G: Any>(token: String, guard: G) -> (String, Box<dyn Any>) {
-        (token, Box::new(guard))
+/// What [`take`] holds: the token, the guard (to be kept alive) and its `lost()` future.
+type Held = (String, Box<dyn Any>, BoxFuture<'static, LossReason>);
+
+/// Takes `hold` on `key`.
+async fn take(client: &LockClient, key: &str, hold: &str) -> Result<Held, LockError> {
+    macro_rules! kept {
+        ($guard:expr) => {{
+            let guard = $guard;
+            let lost: BoxFuture<'static, LossReason> = Box::pin(guard.lost());
+            (guard.token().to_owned(), Box::new(guard) as Box<dyn Any>, lost)
+        }};
     }
     let options = LockOptions::new();
     Ok(match hold.split_once(':') {
         Some(("permit", n)) => {
             let permits = n.parse().map_err(|_| LockError::InvalidOptions(format!("LOCK_HOLD={hold:?}")))?;
-            let guard = client.semaphore(key, permits)?.acquire(options).await?;
-            kept(guard.token().to_owned(), guard)
+            kept!(client.semaphore(key, permits)?.acquire(options).await?)
         }
         _ => match hold {
             "read" => {
-                let guard = client.rw_lock(key)?.read(options).await?;
-                kept(guard.token().to_owned(), guard)
+                kept!(client.rw_lock(key)?.read(options).await?)
             }
             "write" => {
-                let guard = client.rw_lock(key)?.write(options).await?;
-                kept(guard.token().to_owned(), guard)
+                kept!(client.rw_lock(key)?.write(options).await?)
             }
             _ => {
-                let guard = client.try_lock(key, options).await?;
-                kept(guard.token().to_owned(), guard)
+                kept!(client.try_lock(key, options).await?)
             }
         },
     })

@@ -1,0 +1,297 @@
+//! The network breaking between a client and Redis while both stay up: a partition (nothing
+//! gets through, sockets stay open), late replies, connections reset. A [`FaultProxy`] sits
+//! between the faulty client and its Redis; the other clients talk to Redis directly.
+
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lock_core::{LockClient, LockError, LockOptions, schema};
+use tests::harness::{Direction, Fault, FaultProxy, RedisServer, init_tracing, wait_until};
+use tokio::sync::mpsc;
+
+/// The faulty clients' liveness TTL: how long a cut-off holder keeps a lock at most.
+const LIVENESS_TTL: Duration = Duration::from_secs(1);
+/// Their command timeout.
+const COMMAND_TIMEOUT: Duration = Duration::from_millis(200);
+/// Scheduling noise on a loaded 2-core machine, added to every bound.
+const SLACK: Duration = Duration::from_millis(1500);
+
+fn client(url: &str, instance: &str) -> LockClient {
+    LockClient::builder()
+        .url(url)
+        .instance_id(instance)
+        .command_timeout(COMMAND_TIMEOUT)
+        .liveness_ttl(LIVENESS_TTL)
+        .watchdog_lease(Duration::from_secs(3))
+        .build()
+        .expect("client")
+}
+
+fn get(server: &RedisServer, key: &str) -> String {
+    server.cli(&["GET", key])
+}
+
+/// A `lock_holder` process and the lines it prints, each with when it was read.
+struct Holder {
+    child: Child,
+    lines: mpsc::UnboundedReceiver<(String, Instant)>,
+}
+
+impl Holder {
+    fn spawn(url: &str, key: &str) -> Holder {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lock_holder"))
+            .args([url, key, "3000", &LIVENESS_TTL.as_millis().to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn lock_holder");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send((line, Instant::now())).is_err() {
+                    break;
+                }
+            }
+        });
+        Holder { child, lines }
+    }
+
+    /// The next line starting with `prefix` (the rest of it), and when it came.
+    async fn line(&mut self, prefix: &str, within: Duration) -> (String, Instant) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+                Ok(Some((line, at))) => {
+                    if let Some(rest) = line.strip_prefix(prefix) {
+                        return (rest.trim().to_owned(), at);
+                    }
+                }
+                Ok(None) => panic!("lock_holder exited before printing {prefix:?}"),
+                Err(_) => panic!("lock_holder printed no {prefix:?} line within {within:?}"),
+            }
+        }
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A holder process cut off from Redis learns it lost the lock before anyone can take it; a
+/// waiting replica takes it within about the liveness TTL; the holder's renewals, delivered
+/// late once the partition heals, change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_holder_stops_trusting_its_lock_before_another_takes_it() {
+    init_tracing();
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).expect("proxy");
+    let key = "lock:partitioned";
+    let mut holder = Holder::spawn(&proxy.url(), key);
+    let (token, _) = holder.line("acquired ", Duration::from_secs(15)).await;
+    assert_eq!(get(&server, key), token);
+
+    let waiter = client(&server.url(), "pod-waiter");
+    let cut = Instant::now();
+    proxy.partition();
+    let wait = tokio::spawn(async move {
+        let guard = waiter.acquire(key, LockOptions::new().wait(Duration::from_secs(20))).await;
+        (guard, Instant::now(), waiter)
+    });
+    let (reason, lost_at) = holder.line("lost ", Duration::from_secs(10)).await;
+    let (guard, taken_at, _waiter) = wait.await.expect("waiter task");
+    let guard = guard.expect("the waiter takes the lock over");
+    assert!(lost_at <= taken_at, "the holder lost it {:?} after the waiter took it", lost_at - taken_at);
+    assert!(lost_at - cut <= LIVENESS_TTL + SLACK, "told after {:?} ({reason})", lost_at - cut);
+    let bound = LIVENESS_TTL + lock_core::DEFAULT_MAX_WAIT_BACKOFF + SLACK;
+    assert!(taken_at - cut <= bound, "taken over {:?} after the cut (bound {bound:?})", taken_at - cut);
+    assert_eq!(get(&server, key), guard.token());
+    eprintln!("partition: holder told after {:?}, lock taken over after {:?}", lost_at - cut, taken_at - cut);
+
+    // Healed: what the holder sent meanwhile (renewals, liveness) lands now, late.
+    let before = proxy.stats();
+    proxy.heal();
+    assert!(
+        wait_until(Duration::from_secs(5), || proxy.stats().to_redis > before.to_redis).await,
+        "the held commands are delivered"
+    );
+    // Through two of the old holder's renewal periods (1 s each), the key stays the new holder's.
+    let watch_until = Instant::now() + Duration::from_millis(2500);
+    while Instant::now() < watch_until {
+        assert_eq!(get(&server, key), guard.token(), "the old holder's late commands changed the key");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(guard.is_held());
+    assert!(guard.release().await.expect("release"));
+}
+
+/// A client's own view, in process: cut off, its guard is lost; after the heal its release
+/// reports that and deletes nothing of the new holder's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_partition_the_old_holders_release_changes_nothing() {
+    init_tracing();
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).expect("proxy");
+    let key = "lock:partition-release";
+    let cut_off = client(&proxy.url(), "pod-cut");
+    let other = client(&server.url(), "pod-other");
+    let old = cut_off.acquire(key, LockOptions::new().fencing(true)).await.expect("lock");
+    let lost = old.lost();
+    proxy.partition();
+    let cut = Instant::now();
+    let reason = tokio::time::timeout(LIVENESS_TTL + SLACK, lost).await.expect("lost() fires");
+    assert!(!old.is_held(), "{reason:?}");
+    let new = other
+        .acquire(key, LockOptions::new().fencing(true).wait(Duration::from_secs(10)))
+        .await
+        .expect("taken over");
+    assert!(
+        cut.elapsed() <= LIVENESS_TTL + lock_core::DEFAULT_MAX_WAIT_BACKOFF + SLACK,
+        "{:?}",
+        cut.elapsed()
+    );
+    assert!(new.fence() > old.fence(), "the new holder's fence is higher");
+    proxy.heal();
+    let released = old.release().await;
+    assert!(matches!(released, Ok(false) | Err(LockError::Lost { .. })), "{released:?}");
+    assert_eq!(get(&server, key), new.token(), "the new holder keeps the lock");
+    // The cut-off client works again, under a new identity, and waits its turn.
+    let busy = cut_off.try_lock(key, LockOptions::new()).await;
+    assert!(matches!(busy, Err(LockError::Held { .. })), "{busy:?}");
+    assert!(new.release().await.expect("release"));
+    let again =
+        cut_off.acquire(key, LockOptions::new().wait(Duration::from_secs(5))).await.expect("lock again");
+    assert!(again.release().await.expect("release"));
+}
+
+/// An acquisition whose reply comes after the command timeout (a latency spike): the caller
+/// got an error, but the lock was taken in Redis; it is released in the background once Redis
+/// answers in time again, not left to its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquisition_answered_too_late_leaves_no_orphaned_lock() {
+    init_tracing();
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).expect("proxy");
+    let key = "lock:late-reply";
+    let slow = client(&proxy.url(), "pod-slow");
+    // Connected (and its liveness lease made) before the replies slow down.
+    slow.try_lock("lock:warm-up", LockOptions::new())
+        .await
+        .expect("warm-up")
+        .release()
+        .await
+        .expect("release");
+    let spike = Duration::from_secs(1);
+    proxy.set_for(Direction::ToClient, Fault::Delay(Duration::from_millis(700)), spike);
+    let spiked = Instant::now();
+    let lease = Duration::from_secs(10);
+    let late = slow.try_lock(key, LockOptions::new().lease(lease)).await;
+    assert!(matches!(&late, Err(e) if e.is_transient()), "{late:?}");
+    assert!(
+        get(&server, key).starts_with("pod-slow:"),
+        "the acquisition ran in Redis although its reply was late"
+    );
+    // Freed by the clean-up of unknown outcomes about a second after the spike, not by the
+    // 10 s lease.
+    assert!(
+        wait_until(Duration::from_secs(8), || server.cli(&["EXISTS", key]) == "0").await,
+        "the orphaned lock is released"
+    );
+    let freed = spiked.elapsed();
+    assert!(freed <= spike + Duration::from_secs(1) + SLACK, "freed {freed:?} after the spike began");
+    eprintln!("late reply: orphaned lock freed {freed:?} after a {spike:?} latency spike began");
+    let other = client(&server.url(), "pod-other");
+    other.try_lock(key, LockOptions::new()).await.expect("free").release().await.expect("release");
+}
+
+/// A release delayed in the network until after the lock's lease ran out and another caller
+/// took it: when it finally lands, it deletes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_lands_late_never_deletes_a_newer_holders_key() {
+    init_tracing();
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).expect("proxy");
+    let key = "lock:late-release";
+    let slow = client(&proxy.url(), "pod-slow");
+    let other = client(&server.url(), "pod-other");
+    let old = slow.acquire(key, LockOptions::new().lease(Duration::from_millis(300))).await.expect("lock");
+    proxy.set(Direction::ToRedis, Fault::Delay(Duration::from_millis(1500)));
+    let release = tokio::spawn(async move { old.release().await });
+    let new = other
+        .acquire(key, LockOptions::new().wait(Duration::from_secs(5)))
+        .await
+        .expect("taken after the fixed lease");
+    let released = release.await.expect("release task");
+    assert!(!matches!(released, Ok(true)), "a late release cannot have freed the lock: {released:?}");
+    // Everything the slow client sent so far, the release included, reaches Redis.
+    let sent = proxy.stats().from_clients;
+    assert!(
+        wait_until(Duration::from_secs(10), || proxy.stats().to_redis >= sent).await,
+        "the late release is delivered"
+    );
+    assert_eq!(get(&server, key), new.token(), "the newer holder's key survived the late release");
+    proxy.heal();
+    assert!(new.release().await.expect("release"));
+}
+
+/// Connections reset again and again while a waiter waits, while the lock is handed to it and
+/// while a holder's watchdog renews: no wake-up is lost, no lock lost, nothing left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_resets_lose_no_wake_up_and_leak_nothing() {
+    init_tracing();
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).expect("proxy");
+    let key = "lock:resets";
+    let holder = client(&server.url(), "pod-holder");
+    let waiter = client(&proxy.url(), "pod-waiter");
+
+    // A waiter whose connections are reset while it waits still gets the lock at the release.
+    for round in 0..3 {
+        let guard = holder.acquire(key, LockOptions::new()).await.expect("lock");
+        let waiter_ = waiter.clone();
+        let waiting = tokio::spawn(async move {
+            let guard = waiter_.acquire(key, LockOptions::new().wait(Duration::from_secs(15))).await;
+            (guard, Instant::now())
+        });
+        assert!(
+            wait_until(Duration::from_secs(5), || server.cli(&["LLEN", &schema::queue_key(key)]) == "1")
+                .await,
+            "round {round}: the waiter queued"
+        );
+        for _ in 0..3 {
+            proxy.reset_connections();
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        let released = Instant::now();
+        assert!(guard.release().await.expect("release"));
+        let (got, at) = waiting.await.expect("waiter task");
+        let got = got.unwrap_or_else(|e| panic!("round {round}: the waiter failed: {e}"));
+        let gap = at - released;
+        assert!(
+            gap <= lock_core::DEFAULT_MAX_WAIT_BACKOFF + SLACK,
+            "round {round}: woke {gap:?} after the release"
+        );
+        eprintln!("resets: round {round}, the waiter got the lock {gap:?} after the release");
+        assert!(got.release().await.expect("release"));
+    }
+
+    // A holder whose connections are reset while its watchdog renews keeps the lock.
+    let guard = waiter.acquire(key, LockOptions::new()).await.expect("lock");
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        proxy.reset_connections();
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert!(guard.is_held(), "lost through resets");
+        assert_eq!(get(&server, key), guard.token());
+    }
+    assert!(guard.release().await.expect("release"));
+
+    // Nothing left behind: no queue, no tickets, no lock.
+    let leftovers = [key.to_owned(), schema::queue_key(key), schema::tickets_key(key)];
+    let left = || server.cli(&["EXISTS", &leftovers[0], &leftovers[1], &leftovers[2]]) == "0";
+    assert!(wait_until(Duration::from_secs(5), left).await, "keys left: {}", server.cli(&["KEYS", "*"]));
+    assert!(proxy.stats().reset >= 9, "{:?}", proxy.stats());
+}
