@@ -94,7 +94,7 @@ fn redis_fixture_connect(url: &str) -> redis::Connection {
 }
 
 /// The request-handler scenario of issue 20, with 1, 4 and 64 impatient tasks in one process
-/// and 16 spread over four: the lock keeps at least half its no-churn rate, the patient caller
+/// and 16 spread over four: the lock keeps at least a quarter of its no-churn rate, the patient caller
 /// never waits anywhere near a hand-off time (2 s, the default command timeout), and the queue
 /// in Redis holds no more entries than there are waiters.
 #[test]
@@ -117,7 +117,9 @@ fn callers_that_give_up_waiting_do_not_slow_the_lock_down() {
             patient.max_wait,
         );
         assert!(gave_up > 0, "the scenario makes callers give up");
-        assert!(total * 2 >= calm, "{total} acquisitions with {impatient} impatient tasks, {calm} without");
+        // A quarter of the no-churn rate: the bug this guards against left a few acquisitions in
+        // 2 s (0.005x); 64 busy tasks of a debug build next to a CPU hog reach about 0.5x.
+        assert!(total * 4 >= calm, "{total} acquisitions with {impatient} impatient tasks, {calm} without");
         assert!(patient.max_wait < Duration::from_secs(1), "the patient loop waited {:?}", patient.max_wait);
         // Every task waits for at most one lock at a time; a clean-up still in flight may leave
         // one more entry for a moment.
