@@ -43,18 +43,19 @@ impl Variant {
         }
     }
 
+    /// Every variant, in the order `--help` lists them.
+    pub(crate) const ALL: [Variant; 7] = [
+        Variant::Raw,
+        Variant::Guard,
+        Variant::Scoped,
+        Variant::Annotated,
+        Variant::RawLcAcquire,
+        Variant::RawLcRelease,
+        Variant::RawLcBoth,
+    ];
+
     pub(crate) fn parse(s: &str) -> Option<Self> {
-        [
-            Variant::Raw,
-            Variant::Guard,
-            Variant::Scoped,
-            Variant::Annotated,
-            Variant::RawLcAcquire,
-            Variant::RawLcRelease,
-            Variant::RawLcBoth,
-        ]
-        .into_iter()
-        .find(|v| v.name() == s)
+        Variant::ALL.into_iter().find(|v| v.name() == s)
     }
 }
 

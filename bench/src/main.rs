@@ -61,6 +61,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use clap::builder::{PossibleValuesParser, RangedU64ValueParser, TypedValueParser as _};
+use clap::error::ErrorKind;
+use clap::{CommandFactory as _, Parser};
 use lock_core::redis::{self, aio::MultiplexedConnection};
 use lock_core::{LockClient, LockClientBuilder};
 
@@ -68,16 +71,64 @@ use crate::cycles::{Conns, Variant};
 use crate::report::Report;
 use crate::server::CmdStats;
 
-const USAGE: &str = "\
-usage: lockbench [--quick] [--explain] [--only s1,s2,s3,s4,s5,s6] [--json FILE] [--locks N] [--lease-ms MS]
+/// Measures lock-core against the raw Redis floor, in one run (scenarios: BENCHMARKS.md).
+#[derive(Debug, Parser)]
+#[command(
+    name = "lockbench",
+    override_usage = "lockbench [--quick] [--explain] [--only s1,s2,s3,s4,s5,s6] [--json FILE] [--locks N] [--lease-ms MS]
        lockbench --cluster [--quick] [--explain] [--json FILE]
-         --cluster: S1 only, against a 3-master cluster (with replicas) the fixture starts, or
-         the cluster REDIS_URL=redis+cluster://h1:p1,h2:p2 names; raw baseline through a
-         redis-rs cluster connection
-       lockbench --callgrind VARIANT --iters N [--tasks T]
-         VARIANT: raw guard scoped annotated raw+lc-acquire raw+lc-release raw+lc-scripts
+       lockbench --callgrind VARIANT --iters N [--tasks T]",
+    after_help = "Uses REDIS_URL if set, else starts a private redis-server from PATH."
+)]
+struct Cli {
+    /// shorter S1, S2 and S4 rounds (S3 always holds for 3 lease periods)
+    #[arg(long)]
+    quick: bool,
+    /// add S1 rows that split lock-core's cost into server-side and client-side parts
+    #[arg(long)]
+    explain: bool,
+    /// the scenarios to run, comma-separated (default: all)
+    #[arg(
+        long,
+        value_name = "SCENARIOS",
+        value_delimiter = ',',
+        ignore_case = true,
+        value_parser = PossibleValuesParser::new(SCENARIOS)
+    )]
+    only: Vec<String>,
+    /// also write the JSON lines to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// S3: watchdog locks held at once
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    locks: usize,
+    /// S3: the locks' lease, ms
+    #[arg(long, value_name = "MS", default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(300..=600_000))]
+    lease_ms: u64,
+    /// S1 only, against a 3-master cluster (with replicas) the fixture starts, or the cluster
+    /// REDIS_URL=redis+cluster://h1:p1,h2:p2 names; raw baseline through a redis-rs cluster
+    /// connection
+    #[arg(long, conflicts_with = "callgrind")]
+    cluster: bool,
+    /// run one API variant for --iters cycles (for callgrind or perf) instead of the scenarios
+    #[arg(
+        long,
+        value_name = "VARIANT",
+        value_parser = PossibleValuesParser::new(Variant::ALL.map(Variant::name))
+            .try_map(|name| Variant::parse(&name).ok_or("unknown variant"))
+    )]
+    callgrind: Option<Variant>,
+    /// --callgrind: cycles to run
+    #[arg(long, value_name = "N", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
+    iters: u64,
+    /// --callgrind: tasks on the multi-thread runtime (more than 1: as in S1's C = 32, for a
+    /// sampling profiler)
+    #[arg(long, value_name = "T", default_value_t = 1, value_parser = RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    tasks: usize,
+}
 
-Uses REDIS_URL if set, else starts a private redis-server from PATH.";
+/// The scenarios `--only` names.
+const SCENARIOS: [&str; 6] = ["s1", "s2", "s3", "s4", "s5", "s6"];
 
 #[derive(Debug)]
 struct Args {
@@ -94,74 +145,32 @@ struct Args {
     cluster: bool,
 }
 
-fn parse_args() -> Result<Args> {
-    let mut args = Args {
-        quick: false,
-        explain: false,
-        only: vec!["s1".into(), "s2".into(), "s3".into(), "s4".into(), "s5".into(), "s6".into()],
-        json: None,
-        locks: 10_000,
-        lease: Duration::from_secs(3),
-        callgrind: None,
-        iters: 2000,
-        tasks: 1,
-        cluster: false,
-    };
-    let mut only_given = false;
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut value = |name: &str| it.next().with_context(|| format!("{name} needs a value\n{USAGE}"));
-        match arg.as_str() {
-            "--quick" => args.quick = true,
-            "--explain" => args.explain = true,
-            "--cluster" => args.cluster = true,
-            "--only" => {
-                only_given = true;
-                args.only = value("--only")?.split(',').map(|s| s.trim().to_lowercase()).collect();
-                if let Some(bad) =
-                    args.only.iter().find(|s| !["s1", "s2", "s3", "s4", "s5", "s6"].contains(&s.as_str()))
-                {
-                    bail!("unknown scenario `{bad}`\n{USAGE}");
-                }
-            }
-            "--json" => args.json = Some(value("--json")?.into()),
-            "--locks" => args.locks = value("--locks")?.parse().context("--locks takes a number")?,
-            "--lease-ms" => {
-                args.lease =
-                    Duration::from_millis(value("--lease-ms")?.parse().context("--lease-ms takes a number")?);
-            }
-            "--callgrind" => {
-                let v = value("--callgrind")?;
-                args.callgrind =
-                    Some(Variant::parse(&v).with_context(|| format!("unknown variant `{v}`\n{USAGE}"))?);
-            }
-            "--iters" => args.iters = value("--iters")?.parse().context("--iters takes a number")?,
-            "--tasks" => {
-                args.tasks = value("--tasks")?.parse().context("--tasks takes a number")?;
-                if args.tasks == 0 {
-                    bail!("--tasks takes a number of at least 1\n{USAGE}");
-                }
-            }
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => bail!("unknown argument `{other}`\n{USAGE}"),
+/// Parses the command line; on bad usage (and for `--help`) prints clap's message and exits
+/// (2 for bad usage).
+fn parse_args() -> Args {
+    let cli = Cli::parse();
+    let mut only: Vec<String> = cli.only.iter().map(|s| s.to_lowercase()).collect();
+    if cli.cluster {
+        if only.iter().any(|s| s != "s1") {
+            Cli::command().error(ErrorKind::ArgumentConflict, "--cluster runs S1 (uncontended) only").exit()
         }
+        only = vec!["s1".into()];
     }
-    if args.cluster {
-        if only_given && args.only.iter().any(|s| s != "s1") {
-            bail!("--cluster runs S1 (uncontended) only\n{USAGE}");
-        }
-        if args.callgrind.is_some() {
-            bail!("--cluster does not combine with --callgrind\n{USAGE}");
-        }
-        args.only = vec!["s1".into()];
+    if only.is_empty() {
+        only = SCENARIOS.map(String::from).to_vec();
     }
-    if args.locks == 0 || args.lease < Duration::from_millis(300) {
-        bail!("--locks must be > 0 and --lease-ms >= 300");
+    Args {
+        quick: cli.quick,
+        explain: cli.explain,
+        only,
+        json: cli.json,
+        locks: cli.locks,
+        lease: Duration::from_millis(cli.lease_ms),
+        callgrind: cli.callgrind,
+        iters: cli.iters,
+        tasks: cli.tasks,
+        cluster: cli.cluster,
     }
-    Ok(args)
 }
 
 /// What every scenario needs: the server, a key prefix unique to this run, admin access.
@@ -249,7 +258,7 @@ impl Bench {
 }
 
 fn main() -> Result<()> {
-    let args = parse_args()?;
+    let args = parse_args();
     // REDIS_URL, else a private redis-server from PATH (no container fallback: the bench
     // measures a local server). Stopped when `redis` is dropped.
     let env_url = std::env::var("REDIS_URL").ok().filter(|u| !u.trim().is_empty());

@@ -30,7 +30,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use lock_core::{LockClient, distributed_lock, redis};
+use clap::Parser;
+use clap::builder::RangedU64ValueParser;
+use lock_core::{ErrorChain, LockClient, distributed_lock, redis};
 use redis_fixture::{Redis, RedisSource};
 use scheduler::chrono::{DateTime, Utc};
 use scheduler::{
@@ -60,79 +62,62 @@ const LAST_GENERATED: &str = "report:daily:last-generated";
 /// It expires like every key the demo writes: two days.
 const LAST_GENERATED_TTL_S: u64 = 2 * 24 * 60 * 60;
 
-const USAGE: &str = "\
-usage: daily_report [--replicas N] [--cron EXPR] [--ticks N] [--time-zone TZ]
+/// A daily report that several replicas schedule and exactly one generates per tick.
+///
+/// Without --instance: a demo that starts --replicas replica processes of this program against
+/// one Redis, relays their output and ends with a per-tick summary. With --instance: one
+/// replica, as a deployment runs it.
+#[derive(Debug, Parser)]
+#[command(
+    name = "daily_report",
+    override_usage = "daily_report [--replicas N] [--cron EXPR] [--ticks N] [--time-zone TZ]
        REDIS_URL=redis://HOST:PORT/ daily_report --instance NAME [--cron EXPR] [--ticks N] [--time-zone TZ]
-       (REDIS_URL may also be redis+sentinel://H1:P1,H2:P2/MASTER or redis+cluster://H1:P1,H2:P2)
-
-  --replicas N     replica processes to start (default 3)
-  --cron EXPR      6-field cron with seconds (demo default \"*/2 * * * * *\";
-                   with --instance the default is \"0 0 2 * * *\", 02:00 daily)
-  --ticks N        stop after N ticks (demo default 5; with --instance: run until SIGTERM)
-  --time-zone TZ   IANA time zone of the cron expression (default UTC)
-  --instance NAME  run one replica named NAME, as a deployment would, against the Redis
-                   that REDIS_URL names and every replica shares
-  --metrics-port P serve the replica's metrics in the Prometheus text format on
-                   http://127.0.0.1:P/metrics (the demo's replica N uses P + N - 1)
-
-Redis: the demo uses REDIS_URL if set, else starts a private redis-server from PATH;
---instance always uses REDIS_URL.";
-
-#[derive(Debug, Default)]
+       (REDIS_URL may also be redis+sentinel://H1:P1,H2:P2/MASTER or redis+cluster://H1:P1,H2:P2)",
+    after_help = "Redis: the demo uses REDIS_URL if set, else starts a private redis-server from PATH; \
+                  --instance always uses REDIS_URL."
+)]
 struct Args {
+    /// replica processes to start (default 3)
+    #[arg(long, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=64))]
     replicas: Option<usize>,
+    /// 6-field cron with seconds (demo default "*/2 * * * * *"; with --instance the default is
+    /// "0 0 2 * * *", 02:00 daily)
+    #[arg(long, value_name = "EXPR")]
     cron: Option<String>,
+    /// stop after N ticks (demo default 5; with --instance: run until SIGTERM)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     ticks: Option<u32>,
+    /// IANA time zone of the cron expression (default UTC)
+    #[arg(long, value_name = "TZ")]
     time_zone: Option<String>,
+    /// run one replica named NAME, as a deployment would, against the Redis that REDIS_URL
+    /// names and every replica shares
+    #[arg(long, value_name = "NAME")]
     instance: Option<String>,
+    /// serve the replica's metrics in the Prometheus text format on
+    /// http://127.0.0.1:P/metrics (the demo's replica N uses P + N - 1)
+    #[arg(long, value_name = "P")]
     metrics_port: Option<u16>,
     /// Internal: the first tick (epoch ms) the demo's replicas count, so they all count the
     /// same ticks.
+    #[arg(long, value_name = "EPOCH_MS", hide = true, allow_negative_numbers = true)]
     from: Option<i64>,
-}
-
-fn parse_args() -> anyhow::Result<Args> {
-    let mut args = Args::default();
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        if flag == "--help" || flag == "-h" {
-            println!("{USAGE}");
-            std::process::exit(0);
-        }
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value\n\n{USAGE}"));
-        match flag.as_str() {
-            "--replicas" => args.replicas = Some(value()?.parse().context("--replicas takes a number")?),
-            "--cron" => args.cron = Some(value()?),
-            "--ticks" => args.ticks = Some(value()?.parse().context("--ticks takes a number")?),
-            "--time-zone" => args.time_zone = Some(value()?),
-            "--instance" => args.instance = Some(value()?),
-            "--metrics-port" => {
-                args.metrics_port = Some(value()?.parse().context("--metrics-port takes a port number")?)
-            }
-            "--from" => args.from = Some(value()?.parse().context("--from takes epoch milliseconds")?),
-            other => bail!("unknown argument {other:?}\n\n{USAGE}"),
-        }
-    }
-    if args.replicas == Some(0) || args.ticks == Some(0) {
-        bail!("--replicas and --ticks must be at least 1");
-    }
-    Ok(args)
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // Bad usage: clap's message and exit code 2.
+    let args = Args::parse();
     init_tracing();
-    let result = match parse_args() {
-        Ok(args) => match args.instance.clone() {
-            Some(instance) => replica(instance, args).await,
-            None => demo(args).await,
-        },
-        Err(e) => Err(e),
+    let result = match args.instance.clone() {
+        Some(instance) => replica(instance, args).await,
+        None => demo(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", describe(&e));
+            // The error and its causes on one line, `a: b: c`, each cause once.
+            eprintln!("error: {}", ErrorChain(e.as_ref()));
             ExitCode::FAILURE
         }
     }
@@ -148,20 +133,6 @@ fn init_tracing() {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-}
-
-/// The error and its causes on one line, `a: b: c`, each cause once (some errors repeat their
-/// source in their own message; those are not repeated).
-fn describe(error: &anyhow::Error) -> String {
-    let mut text = error.to_string();
-    for cause in error.chain().skip(1) {
-        let cause = cause.to_string();
-        if !text.contains(&cause) {
-            text.push_str(": ");
-            text.push_str(&cause);
-        }
-    }
-    text
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -18,33 +18,18 @@
 //! separate as pods. The service itself is `examples::order_service`.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use clap::builder::RangedU64ValueParser;
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, ValueEnum};
 use examples::order_service::scenarios::{
     self, Locking, RushReport, StallReport, StallStep, ThroughputReport, connect_replicas,
 };
 use examples::order_service::{OrderService, STALLING_LEASE};
 use redis_fixture::Redis;
-
-const USAGE: &str = "\
-usage: order_service [SCENARIO] [--no-lock] [--replicas N] [--stock N] [--orders N] [--hold MS] [--db PATH]
-
-scenarios:
-  all              every scenario below (the default)
-  rush             ORDERS concurrent orders for the last STOCK items, with the lock
-  rush --no-lock   the same without the lock: the oversell (`--no-lock` alone means this)
-  stalled-holder   a holder stalls past its lease; the store rejects its late write
-  throughput       orders spread over 1 product vs 100 products
-
-options:
-  --replicas N     replicas taking orders (default 4)
-  --stock N        items in stock before the rush (default 5)
-  --orders N       orders in the rush (default 40)
-  --hold MS        ms an order spends between reading and writing the stock (default 5)
-  --db PATH        SQLite file for the inventory (default: a temporary file)
-
-Redis: REDIS_URL if set, else a private redis-server started from PATH.";
 
 /// Products used by each scenario, so that they don't disturb each other.
 const RUSH_PRODUCT: u32 = 1;
@@ -56,6 +41,71 @@ const MANY_PRODUCTS: u32 = 100;
 /// The throughput runs: orders placed and orders in flight at once.
 const THROUGHPUT_ORDERS: usize = 160;
 const THROUGHPUT_CONCURRENCY: usize = 16;
+
+/// The "last items in stock" problem across replicas, solved with a per-product distributed
+/// lock and a fencing token the database checks.
+#[derive(Debug, Parser)]
+#[command(
+    name = "order_service",
+    after_help = "Redis: REDIS_URL if set, else a private redis-server started from PATH."
+)]
+struct Cli {
+    /// the scenario to run (default: all)
+    #[arg(value_enum, value_name = "SCENARIO")]
+    scenario: Option<ScenarioName>,
+    /// the rush without the lock: the oversell (`--no-lock` alone means `rush --no-lock`)
+    #[arg(long)]
+    no_lock: bool,
+    /// replicas taking orders
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 4,
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..=64)
+    )]
+    replicas: usize,
+    /// items in stock before the rush
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 5,
+        value_parser = clap::value_parser!(i64).range(0..=1_000_000)
+    )]
+    stock: i64,
+    /// orders in the rush
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 40,
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..=10_000)
+    )]
+    orders: usize,
+    /// ms an order spends between reading and writing the stock
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 5,
+        value_parser = clap::value_parser!(u64).range(0..=500)
+    )]
+    hold: u64,
+    /// SQLite file for the inventory (default: a temporary file)
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+}
+
+/// The scenarios, as named on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ScenarioName {
+    /// every scenario below (the default)
+    All,
+    /// ORDERS concurrent orders for the last STOCK items, with the lock (with `--no-lock`: the
+    /// same without the lock, the oversell)
+    Rush,
+    /// a holder stalls past its lease; the store rejects its late write
+    StalledHolder,
+    /// orders spread over 1 product vs 100 products
+    Throughput,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Scenario {
@@ -76,69 +126,51 @@ struct Args {
 }
 
 impl Args {
-    /// Parses the command line; `Ok(None)` for `--help`.
-    fn parse(mut args: impl Iterator<Item = String>) -> anyhow::Result<Option<Args>> {
-        let (mut scenario, mut no_lock) = (None, false);
-        let mut parsed = Args {
-            scenario: Scenario::All,
-            replicas: 4,
-            stock: 5,
-            orders: 40,
-            hold: Duration::from_millis(5),
-            db: None,
-        };
-        while let Some(arg) = args.next() {
-            let mut value = |name: &str| args.next().with_context(|| format!("{name} needs a value"));
-            match arg.as_str() {
-                "-h" | "--help" => return Ok(None),
-                "--no-lock" => no_lock = true,
-                "--replicas" => parsed.replicas = number(&value("--replicas")?, "--replicas", 1, 64)?,
-                "--stock" => parsed.stock = number(&value("--stock")?, "--stock", 0, 1_000_000)?,
-                "--orders" => parsed.orders = number(&value("--orders")?, "--orders", 1, 10_000)?,
-                "--hold" => parsed.hold = Duration::from_millis(number(&value("--hold")?, "--hold", 0, 500)?),
-                "--db" => parsed.db = Some(PathBuf::from(value("--db")?)),
-                "all" | "rush" | "stalled-holder" | "throughput" if scenario.is_none() => {
-                    scenario = Some(arg)
-                }
-                other => bail!("unexpected argument `{other}`"),
+    /// Parses the command line; on bad usage (and for `--help`), prints clap's message and
+    /// exits (2 for bad usage).
+    fn parse() -> Args {
+        let cli = Cli::parse();
+        let scenario = match (cli.scenario, cli.no_lock) {
+            (None | Some(ScenarioName::All), false) => Scenario::All,
+            (None | Some(ScenarioName::Rush), true) => Scenario::Rush(Locking::Unlocked),
+            (Some(ScenarioName::Rush), false) => Scenario::Rush(Locking::Locked),
+            (Some(ScenarioName::StalledHolder), false) => Scenario::StalledHolder,
+            (Some(ScenarioName::Throughput), false) => Scenario::Throughput,
+            (Some(other), true) => {
+                let name = other.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default();
+                Cli::command()
+                    .error(
+                        ErrorKind::ArgumentConflict,
+                        format!("`--no-lock` applies to the rush scenario, not to `{name}`"),
+                    )
+                    .exit()
             }
-        }
-        parsed.scenario = match (scenario.as_deref(), no_lock) {
-            (None | Some("all"), false) => Scenario::All,
-            (None | Some("rush"), true) => Scenario::Rush(Locking::Unlocked),
-            (Some("rush"), false) => Scenario::Rush(Locking::Locked),
-            (Some("stalled-holder"), false) => Scenario::StalledHolder,
-            (Some("throughput"), false) => Scenario::Throughput,
-            (Some(other), _) => bail!("`--no-lock` applies to the rush scenario, not to `{other}`"),
         };
-        Ok(Some(parsed))
-    }
-}
-
-/// Parses `text` as an integer in `min..=max`.
-fn number<T>(text: &str, name: &str, min: T, max: T) -> anyhow::Result<T>
-where
-    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
-{
-    match text.parse::<T>() {
-        Ok(n) if n >= min && n <= max => Ok(n),
-        _ => bail!("{name} takes a whole number from {min} to {max}, not `{text}`"),
+        Args {
+            scenario,
+            replicas: cli.replicas,
+            stock: cli.stock,
+            orders: cli.orders,
+            hold: Duration::from_millis(cli.hold),
+            db: cli.db,
+        }
     }
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args = match Args::parse(std::env::args().skip(1)) {
-        Ok(Some(args)) => args,
-        Ok(None) => {
-            println!("{USAGE}");
-            return Ok(());
-        }
+async fn main() -> ExitCode {
+    // Bad usage: clap's message and exit code 2.
+    let args = Args::parse();
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}\n\n{USAGE}");
-            std::process::exit(2);
+            eprintln!("error: {}", lock_core::ErrorChain(e.as_ref()));
+            ExitCode::FAILURE
         }
-    };
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
     // Library logs (lock lost, release failures) only when asked for: RUST_LOG=info.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));

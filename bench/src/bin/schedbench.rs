@@ -26,16 +26,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use clap::Parser;
+use clap::builder::RangedU64ValueParser;
 use lock_core::LockClient;
 use scheduler::chrono::Utc;
 use scheduler::{Job, RunContext, Scheduler};
-
-const USAGE: &str = "\
-usage: schedbench [--replicas N] [--jobs J] [--secs T] [--idle-jobs K] [--idle-secs S] [--grace-ms MS]
-       (internal) schedbench --replica URL INSTANCE JOBS REPLICAS GRACE_MS
-       (internal) schedbench --idle URL JOBS SECS
-
-Uses REDIS_URL if set, else starts a private redis-server from PATH.";
 
 /// The run line a replica prints: `run <job> <tick ms> <lag µs>`.
 const RUN: &str = "run";
@@ -52,47 +47,39 @@ fn main() -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // the coordinator
 
-#[derive(Debug)]
+/// The scheduler at scale, with real replica processes (BENCHMARKS.md, "Scheduler").
+///
+/// (Internal modes, started by this program: `schedbench --replica URL INSTANCE JOBS REPLICAS
+/// GRACE_MS` and `schedbench --idle URL JOBS SECS`.)
+#[derive(Debug, Parser)]
+#[command(
+    name = "schedbench",
+    after_help = "Uses REDIS_URL if set, else starts a private redis-server from PATH."
+)]
 struct Args {
+    /// replica processes in the load part
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = RangedU64ValueParser::<usize>::new().range(1..=64))]
     replicas: usize,
+    /// jobs on a 1 s cron, each under its own lock, on every replica
+    #[arg(long, value_name = "J", default_value_t = 1000, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     jobs: usize,
+    /// seconds of load once every replica sees the others
+    #[arg(long, value_name = "T", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     secs: u64,
+    /// daily jobs (none due) on the idle replica; 0 skips the idle part
+    #[arg(long, value_name = "K", default_value_t = 5000, value_parser = RangedU64ValueParser::<usize>::new().range(0..=1_000_000))]
     idle_jobs: usize,
+    /// seconds the idle replica's CPU time is measured over
+    #[arg(long, value_name = "S", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     idle_secs: u64,
+    /// the replicas' scheduling grace, ms
+    #[arg(long, value_name = "MS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     grace_ms: u64,
 }
 
-fn parse_args(args: &[String]) -> Result<Args> {
-    let mut parsed =
-        Args { replicas: 3, jobs: 1000, secs: 30, idle_jobs: 5000, idle_secs: 20, grace_ms: 500 };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || -> Result<u64> {
-            let v = it.next().with_context(|| format!("{flag} needs a value\n{USAGE}"))?;
-            v.parse().with_context(|| format!("{flag}: `{v}` is not a number\n{USAGE}"))
-        };
-        match flag.as_str() {
-            "--replicas" => parsed.replicas = value()? as usize,
-            "--jobs" => parsed.jobs = value()? as usize,
-            "--secs" => parsed.secs = value()?,
-            "--idle-jobs" => parsed.idle_jobs = value()? as usize,
-            "--idle-secs" => parsed.idle_secs = value()?,
-            "--grace-ms" => parsed.grace_ms = value()?,
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => bail!("unknown argument `{other}`\n{USAGE}"),
-        }
-    }
-    if parsed.replicas == 0 || parsed.jobs == 0 || parsed.secs == 0 {
-        bail!("--replicas, --jobs and --secs must be positive\n{USAGE}");
-    }
-    Ok(parsed)
-}
-
 fn coordinator(args: &[String]) -> Result<()> {
-    let args = parse_args(args)?;
+    // Bad usage (and --help): clap's message, exit code 2 (0 for --help).
+    let args = Args::parse_from(std::iter::once("schedbench".to_owned()).chain(args.iter().cloned()));
     let redis = redis_fixture::Redis::start_quiet()?;
     println!("Redis: {redis}");
     let exe = std::env::current_exe().context("locating schedbench")?;
@@ -284,7 +271,9 @@ fn client(url: &str, instance: &str) -> Result<LockClient> {
 /// `--replica URL INSTANCE JOBS REPLICAS GRACE_MS`: runs `JOBS` jobs on a 1 s cron until `stop`
 /// on stdin, then prints one `run` line per run it started.
 fn replica(args: &[String]) -> Result<()> {
-    let [url, instance, jobs, replicas, grace_ms] = args else { bail!("{USAGE}") };
+    let [url, instance, jobs, replicas, grace_ms] = args else {
+        bail!("internal: schedbench --replica URL INSTANCE JOBS REPLICAS GRACE_MS")
+    };
     let (jobs, replicas, grace_ms): (usize, usize, u64) =
         (jobs.parse()?, replicas.parse()?, grace_ms.parse()?);
     let runs: Arc<Mutex<Vec<(u32, i64, u64)>>> = Arc::new(Mutex::new(Vec::with_capacity(jobs * 64)));
@@ -339,7 +328,7 @@ fn replica(args: &[String]) -> Result<()> {
 /// `--idle URL JOBS SECS`: `JOBS` daily jobs, none due; prints this process's CPU time over
 /// `SECS` seconds after a warm-up.
 fn idle(args: &[String]) -> Result<()> {
-    let [url, jobs, secs] = args else { bail!("{USAGE}") };
+    let [url, jobs, secs] = args else { bail!("internal: schedbench --idle URL JOBS SECS") };
     let (jobs, secs): (usize, u64) = (jobs.parse()?, secs.parse()?);
     let rt = runtime()?;
     rt.block_on(async {

@@ -11,8 +11,13 @@ fn start() -> (RedisServer, Connection) {
     (server, con)
 }
 
+/// The live members the script returns, sorted: it lists them by lapse time, and two
+/// announcements in the same millisecond tie (then Redis orders them by name).
 fn announce(con: &mut Connection, key: &str, instance: &str, ttl_ms: u64) -> Vec<String> {
-    ANNOUNCE.key(key).arg(instance).arg(ttl_ms).invoke(con).expect("announce script")
+    let mut live: Vec<String> =
+        ANNOUNCE.key(key).arg(instance).arg(ttl_ms).invoke(con).expect("announce script");
+    live.sort();
+    live
 }
 
 #[test]
