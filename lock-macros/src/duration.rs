@@ -41,4 +41,18 @@ mod tests {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_parses_or_is_an_error_never_a_panic(text in "[0-9]{0,22}[a-z .-]{0,4}|\\PC{0,12}") {
+            proptest::prop_assert_eq!(parse(&text), parse(&text));
+        }
+
+        #[test]
+        fn a_printed_duration_parses_back(n in 0u64..=u64::MAX / 3_600_000, unit in 0usize..4) {
+            let (suffix, ms) = [("ms", 1), ("s", 1_000), ("m", 60_000), ("h", 3_600_000)][unit];
+            proptest::prop_assert_eq!(parse(&format!("{n}{suffix}")), Ok(Duration::from_millis(n * ms)));
+            proptest::prop_assert_eq!(parse(&format!(" {n}{suffix} ")), Ok(Duration::from_millis(n * ms)));
+        }
+    }
 }

@@ -158,4 +158,42 @@ mod tests {
             assert!(e.to_string().contains(needle), "{key}: {e}");
         }
     }
+
+    /// Template text: literal pieces, escaped braces, placeholders of known and unknown
+    /// parameters, stray braces.
+    fn template_like() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let piece = prop_oneof![
+            4 => "[a-z0-9:._ -]{1,6}",
+            1 => Just("{{".to_owned()),
+            1 => Just("}}".to_owned()),
+            1 => Just("{".to_owned()),
+            1 => Just("}".to_owned()),
+            2 => prop::sample::select(vec!["{order.id}", "{id}", "{self.id}", "{pair.0}", "{order.}", "{}", "{fn}", "{self}", "{ id }"])
+                .prop_map(str::to_owned),
+            1 => any::<char>().prop_map(String::from),
+        ];
+        prop::collection::vec(piece, 0..10).prop_map(|p| p.concat())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_template_parses_or_is_an_error_never_a_panic(text in template_like()) {
+            let params = vec!["order".to_owned(), "self".to_owned(), "id".to_owned(), "pair".to_owned()];
+            let first = parse(&lit(&text), &params).map(|t| t.format).map_err(|e| e.to_string());
+            let again = parse(&lit(&text), &params).map(|t| t.format).map_err(|e| e.to_string());
+            proptest::prop_assert_eq!(&first, &again);
+        }
+
+        #[test]
+        fn literal_text_round_trips_through_its_escapes(text in "[a-z:{}é -]{1,20}") {
+            proptest::prop_assume!(!text.trim().is_empty());
+            // Braces written as `{{` / `}}` come back as the text itself, with no placeholder.
+            let escaped = text.replace('{', "{{").replace('}', "}}");
+            let t = parse(&lit(&escaped), &[]).expect("escaped text parses");
+            proptest::prop_assert_eq!(t.text, text);
+            proptest::prop_assert!(t.args.is_empty());
+            proptest::prop_assert_eq!(t.format, escaped);
+        }
+    }
 }

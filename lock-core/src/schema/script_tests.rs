@@ -68,18 +68,14 @@ impl Redis {
         call.invoke(&mut self.con).expect("acquire script")
     }
 
+    /// As lock-core sends it: the optional arguments only when they are not the defaults.
     fn release(&mut self, key: &str, token: &str, keep_ms: u64, takeover: bool) -> Value {
-        RELEASE
-            .key(key)
-            .key(queue_key(key))
-            .key(tickets_key(key))
-            .arg(token)
-            .arg(keep_ms)
-            .arg("PUBLISH")
-            .arg(release_channel_prefix(key))
-            .arg(if takeover { "1" } else { "0" })
-            .invoke(&mut self.con)
-            .expect("release script")
+        let mut call = RELEASE.key(key);
+        call.key(queue_key(key)).key(tickets_key(key)).arg(token).arg(release_channel_prefix(key));
+        if keep_ms > 0 || takeover {
+            call.arg(keep_ms).arg("PUBLISH").arg(if takeover { "1" } else { "0" });
+        }
+        call.invoke(&mut self.con).expect("release script")
     }
 
     fn abandon(&mut self, key: &str, token: &str) -> Value {
@@ -332,7 +328,7 @@ fn extend_renews_only_its_own_key_and_never_creates_one() {
 fn the_scripts_spell_the_markers_of_this_module() {
     for (name, lua) in [
         ("acquire", lua::ACQUIRE),
-        ("release", lua::RELEASE),
+        ("release", &lua::RELEASE),
         ("abandon", lua::ABANDON),
         ("extend", lua::EXTEND),
     ] {
@@ -343,7 +339,7 @@ fn the_scripts_spell_the_markers_of_this_module() {
     assert!(lua::ACQUIRE.contains(&format!("'{}'", HANDOFF_RECORD)));
     // Every script reads its keys from KEYS: none builds a key name from a suffix.
     for suffix in [FENCE, TICK, QUEUE, TICKETS, RELEASED] {
-        for lua in [lua::ACQUIRE, lua::RELEASE, lua::ABANDON, lua::EXTEND] {
+        for lua in [lua::ACQUIRE, &lua::RELEASE, lua::ABANDON, lua::EXTEND] {
             assert!(
                 !lua.contains(&format!("'{suffix}'")) && !lua.contains(&format!("':{suffix}")),
                 "{suffix}"

@@ -55,18 +55,24 @@ impl Eval {
 
 /// The scripts' source text, for tools that send them themselves (the bench's raw baseline).
 pub mod lua {
+    use std::sync::LazyLock;
+
     /// `acquire.lua` with the fragments it calls.
     pub const ACQUIRE: &str = concat!(
         include_str!("lua/handoff.lua"),
         include_str!("lua/lock_grant.lua"),
         include_str!("lua/acquire.lua")
     );
-    /// `release.lua` with the fragments it calls.
-    pub const RELEASE: &str = concat!(
-        include_str!("lua/handoff.lua"),
-        include_str!("lua/lock_grant.lua"),
-        include_str!("lua/release.lua")
-    );
+    /// `release.lua` with the fragments it calls, placed at its `-- fragments --` line: the
+    /// common case (a compare-and-delete) returns before their functions are defined.
+    pub static RELEASE: LazyLock<String> = LazyLock::new(|| {
+        let fragments = concat!(include_str!("lua/handoff.lua"), include_str!("lua/lock_grant.lua"));
+        let script = include_str!("lua/release.lua");
+        match script.split_once("-- fragments --\n") {
+            Some((head, tail)) => format!("{head}{fragments}{tail}"),
+            None => format!("{fragments}{script}"),
+        }
+    });
     /// `abandon.lua` with the fragments it calls.
     pub const ABANDON: &str = concat!(
         include_str!("lua/handoff.lua"),
@@ -109,7 +115,7 @@ pub mod lua {
 pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(lua::ACQUIRE));
 
 /// Release = hand-off (`lua/release.lua`).
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(lua::RELEASE));
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&lua::RELEASE));
 
 /// A token given up, its reservation passed on (`lua/abandon.lua`).
 pub(crate) static ABANDON: LazyLock<Script> = LazyLock::new(|| Script::new(lua::ABANDON));
