@@ -209,11 +209,12 @@ impl LockClient {
     /// Takes `key` as `options` say: fail fast by default ([`LockError::Held`]), or wait up to
     /// `options.wait` if it is held (`LockOptions::new().wait(Duration::from_secs(5))`).
     ///
-    /// Waiting does not poll: the waiter subscribes to the key's release channel and retries
-    /// when a release is announced, falling back to a jittered retry no later than the
-    /// holder's remaining lease. Waiters of one client queue in arrival order, and each
-    /// client's first waiter holds a ticket in a queue kept in Redis, so a free lock goes to
-    /// the client that has waited longest.
+    /// Waiting does not poll: each waiter holds a ticket in a queue kept in Redis, its client
+    /// subscribes to its own release channel for the key (`{<key>}:released:<client id>`), and
+    /// a release hands the key to the oldest live ticket and announces it on that client's
+    /// channel. A waiter falls back to a jittered retry no later than the holder's remaining
+    /// lease. So a free lock goes to the waiter, of any client, that has waited longest (for
+    /// when a newcomer can still win, see the README's "Guarantees and limits").
     ///
     /// Inside a locked section of the current task that already holds `key` (see
     /// [`with_lock`](Self::with_lock)), returns a nested guard without touching Redis.

@@ -13,7 +13,8 @@ pub const MIN_LEASE: Duration = Duration::from_millis(10);
 #[non_exhaustive]
 pub enum Lease {
     /// Use the client's watchdog lease (30 s by default) and renew it every third of that
-    /// while the guard lives. A crashed holder's lock frees within one lease.
+    /// while the guard lives. A crashed holder's lock is taken over after about one liveness TTL
+    /// (its client's liveness lease), or at the latest when the lease runs out.
     #[default]
     Watchdog,
     /// Expire exactly this long after acquisition; never renewed.

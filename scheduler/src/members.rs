@@ -8,7 +8,7 @@
 //! last announcement, so a group that stops running leaves nothing behind.
 //!
 //! The preference only decides who claims a slot *first*: the claim itself is lock-core's
-//! atomic tick claim, so exactly one replica runs each slot whatever the replicas believe
+//! atomic tick claim, so at most one replica runs each slot whatever the replicas believe
 //! about each other (stale or empty membership lists included).
 
 use std::sync::{Arc, RwLock};

@@ -149,7 +149,8 @@ impl SchedulerBuilder {
 /// A cron scheduler whose jobs run once per tick across all replicas running the same jobs.
 ///
 /// Each replica builds the same `Scheduler`; each slot of each job is claimed in Redis together
-/// with the job's lock, so exactly one replica runs it (see the crate docs).
+/// with the job's lock, so one replica runs it: at most one always, exactly one while Redis is
+/// reachable (see the crate docs).
 pub struct Scheduler {
     shared: Arc<Shared>,
     jobs: Vec<Arc<JobEntry>>,

@@ -4,7 +4,8 @@
 //! Every replica adds the same job to its own `JobScheduler`; when tokio-cron-scheduler fires
 //! it, the adapter works out which slot of the job's cron expression (in the job's real time
 //! zone) the fire is for, and claims that slot with the job's lock through lock-core's tick API
-//! ([`LockClient::run_tick`]): exactly one replica runs each slot.
+//! ([`LockClient::run_tick`]): one replica runs each slot (at most one always, exactly one while
+//! Redis is reachable).
 //!
 //! ```no_run
 //! use scheduler::tokio_cron::once_per_tick;
@@ -117,7 +118,8 @@ pub enum TokioCronError {
 }
 
 /// A tokio-cron-scheduler job on `cron` (6 fields, with seconds, in UTC) whose every slot runs
-/// `f` on exactly one replica: the one that claims the slot with the lock `key`.
+/// `f` on at most one replica (exactly one while Redis is reachable): the one that claims the
+/// slot with the lock `key`.
 ///
 /// The one-line form of [`OncePerTick`]; use the builder for a time zone, lock options, the
 /// slot in the job ([`OncePerTick::job_with_context`]) or another lateness bound.

@@ -287,7 +287,17 @@ async fn connection_resets_lose_no_wake_up_and_leak_nothing() {
         assert!(guard.is_held(), "lost through resets");
         assert_eq!(get(&server, key), guard.token());
     }
-    assert!(guard.release().await.expect("release"));
+    // The release may be the first command on a connection reset moments ago: redis-rs learns
+    // of a reset only when a command on it fails, and a release is never sent twice (a late
+    // first one would make the second report someone else's lock). Then it reports the error
+    // and the clean-up of unknown outcomes deletes the key (checked below).
+    match guard.release().await {
+        Ok(held) => assert!(held, "the holder's release found its key"),
+        Err(e) => {
+            assert!(e.is_transient(), "{e:?}");
+            eprintln!("resets: the release after a reset failed ({e}); the clean-up removes the key");
+        }
+    }
 
     // Nothing left behind: no queue, no tickets, no lock.
     let leftovers = [key.to_owned(), schema::queue_key(key), schema::tickets_key(key)];
