@@ -241,6 +241,6 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
         "{history:?}"
     );
     assert!(history.windows(2).all(|w| w[0].id >= w[1].id), "newest first: {history:?}");
-    let ttl = server.cli(&["PTTL", "scheduler:{job:metrics-job}:history"]);
+    let ttl = server.cli(&["PTTL", &scheduler::history_key("metrics-job").expect("a valid job name")]);
     assert!(ttl.trim().parse::<i64>().is_ok_and(|ms| ms > 0), "the history expires: {ttl}");
 }
