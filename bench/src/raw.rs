@@ -48,7 +48,7 @@ pub(crate) async fn release(conn: &mut RawConn, key: &str, token: &str) -> Resul
 /// lock-core's own scripts (the same `.lua` files), so the `--explain` rows send exactly what
 /// lock-core sends.
 static LC_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(lock_core::schema::lua::ACQUIRE));
-static LC_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&lock_core::schema::lua::RELEASE));
+static LC_RELEASE_OWN: LazyLock<Script> = LazyLock::new(|| Script::new(lock_core::schema::lua::RELEASE_OWN));
 
 /// lock-core's acquire script, invoked as lock-core invokes it without fencing on one node
 /// (3 keys, 9 args): true when taken.
@@ -72,18 +72,16 @@ pub(crate) async fn lc_acquire(conn: &mut RawConn, key: &str, token: &str, lease
     Ok(reply.first() == Some(&1))
 }
 
-/// lock-core's release script, invoked as lock-core invokes it on one node for the holder's
-/// own release with no minimum hold (3 keys, 2 args):
-/// true when the key held `token`.
+/// lock-core's release for the holder's own lock with no minimum hold, uncontended: the
+/// one-key `release_own.lua` (1 key, 1 arg); the bench's raw locks never queue, so its "hand
+/// over" reply (-1) never comes: true when the key held `token`.
 pub(crate) async fn lc_release(conn: &mut RawConn, key: &str, token: &str) -> Result<bool> {
-    let owned: i64 = LC_RELEASE
+    let owned: i64 = LC_RELEASE_OWN
         .key(key)
-        .key(schema::queue_key(key))
-        .key(schema::tickets_key(key))
         .arg(token)
-        .arg(schema::release_channel_prefix(key))
         .invoke_async(conn)
         .await
         .with_context(|| format!("lock-core release script on `{key}`"))?;
+    anyhow::ensure!(owned != -1, "lock-core release of `{key}`: a raw lock had callers queued");
     Ok(owned == 1)
 }

@@ -435,7 +435,11 @@ impl fmt::Debug for LockClientBuilder {
 
 /// `url` with its password (and user) replaced by `***`, for display.
 pub(crate) fn redacted(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else { return "<unparsable url>".to_owned() };
+    let scheme_end = match url.find("://") {
+        // Anything but a scheme before `://` may be a mistyped URL's credentials.
+        Some(end) if crate::deploy::url::is_scheme(&url[..end]) => end,
+        _ => return "<unparsable url>".to_owned(),
+    };
     let rest = &url[scheme_end + 3..];
     let host_start = rest.find(['/', '?']).unwrap_or(rest.len());
     match rest[..host_start].rfind('@') {
@@ -454,5 +458,6 @@ mod tests {
         assert_eq!(redacted("rediss://user:p@ss@host/"), "rediss://***@host/");
         assert_eq!(redacted("redis://host:6379/"), "redis://host:6379/");
         assert_eq!(redacted("not a url"), "<unparsable url>");
+        assert_eq!(redacted("redis:/:secret@host://"), "<unparsable url>");
     }
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::options::millis;
 use crate::schema::scripts::{
-    ABANDON, ACQUIRE, EXTEND, Eval, MEMBER_RENEW, RELEASE, RW_ACQUIRE, RW_RELEASE, SEM_ACQUIRE, SEM_RELEASE,
+    ABANDON, ACQUIRE, EXTEND, Eval, MEMBER_RENEW, RELEASE, RELEASE_OWN, RW_ACQUIRE, RW_RELEASE, SEM_ACQUIRE,
+    SEM_RELEASE,
 };
 use crate::schema::{self, TICK_TTL};
 
@@ -142,6 +143,18 @@ impl Hold {
             Hold::Read => std::borrow::Cow::Owned(schema::readers_key(key)),
             _ => std::borrow::Cow::Borrowed(key),
         }
+    }
+
+    /// The one-key release (`release_own.lua`) where it can replace [`release`](Self::release):
+    /// the holder's own lock release with no minimum hold left. It replies -1, changing
+    /// nothing, when callers queued; the full release is then needed.
+    pub(crate) fn release_own(self, key: &str, token: &str, keep_ms: u64) -> Option<Eval> {
+        if self != Hold::Lock || keep_ms > 0 {
+            return None;
+        }
+        let mut eval = Eval::new(&RELEASE_OWN, &[key]);
+        eval.arg(token);
+        Some(eval)
     }
 
     /// Giving `token`'s hold on `key` back. `keep_ms`: a minimum hold left (keep it taken that

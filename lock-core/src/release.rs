@@ -18,6 +18,7 @@ use crate::hold::Hold;
 use crate::options::millis;
 use crate::replica_ack::ReplicaAck;
 use crate::reply;
+use crate::schema::scripts::Eval;
 use crate::state::LockState;
 use crate::telemetry::{self, Unclaimed};
 use crate::watchdog::Watchdog;
@@ -92,26 +93,38 @@ impl Releaser {
         let held_for = sent_at.saturating_duration_since(state.acquired_at);
         let keep = state.at_least.map(|min| min.saturating_sub(held_for)).filter(|d| !d.is_zero());
         let keep_ms = keep.map_or(Ok(0), |d| millis(d, "at_least"))?;
-        let invocation =
-            state.hold.release(&state.key, &state.token, keep_ms, true, None, self.conn.publish_command());
-        // Not sent again after a lost reply: a late first RELEASE would make the second report
-        // that the lock was no longer ours. The clean-up makes sure it is gone.
-        let sent = Sent::default();
-        let reply: Value = match self
-            .conn
-            .invoke_once(&invocation, || format!("releasing lock `{}`", state.key), &sent)
-            .await
-        {
-            Ok(reply) => reply,
-            Err(e) => {
-                if e.outcome_unknown() {
-                    let token = (state.key.as_str(), state.hold, state.token.as_str());
-                    self.abandon(token, sent_at, state.lease, false, sent.generation());
-                }
-                return Err(e);
+        // The one-key release first when it can do the whole job (the holder's own lock
+        // release with no minimum hold) and this client's last release of the key found
+        // nobody queued. It replies -1, changing nothing, when callers queued; the full
+        // release then hands over: one more round trip, only when contention starts.
+        let own = state
+            .hold
+            .release_own(&state.key, &state.token, keep_ms)
+            .filter(|_| !state.metrics.queued_last());
+        let reply = match own {
+            Some(own) => match self.send_release(state, &own, sent_at).await? {
+                Value::Int(-1) => None,
+                reply => Some(reply),
+            },
+            None => None,
+        };
+        let reply = match reply {
+            Some(reply) => reply,
+            None => {
+                let full = state.hold.release(
+                    &state.key,
+                    &state.token,
+                    keep_ms,
+                    true,
+                    None,
+                    self.conn.publish_command(),
+                );
+                self.send_release(state, &full, sent_at).await?
             }
         };
-        let owned = released(&state.key, state.hold, &reply);
+        let released = decode(&state.key, state.hold, &reply);
+        state.metrics.set_queued_last(released.handed_over);
+        let owned = released.owned;
         if let Some(ack) = self.replica_ack.filter(|a| a.after_release && owned) {
             // The release is done either way: a shortfall is only reported.
             // Boxed: rare, and it would double the size of every release's future.
@@ -134,6 +147,28 @@ impl Releaser {
             tracing::warn!("lock released, but it had already expired or been taken over");
         }
         Ok(owned)
+    }
+
+    /// Sends one release script for `state`, once: a late first release would make a second
+    /// report that the lock was no longer ours. After a lost reply the clean-up makes sure the
+    /// token is gone.
+    async fn send_release(
+        self: &Arc<Self>,
+        state: &LockState,
+        invocation: &Eval,
+        sent_at: Instant,
+    ) -> Result<Value> {
+        let sent = Sent::default();
+        match self.conn.invoke_once(invocation, || format!("releasing lock `{}`", state.key), &sent).await {
+            Ok(reply) => Ok(reply),
+            Err(e) => {
+                if e.outcome_unknown() {
+                    let token = (state.key.as_str(), state.hold, state.token.as_str());
+                    self.abandon(token, sent_at, state.lease, false, sent.generation());
+                }
+                Err(e)
+            }
+        }
     }
 
     /// A dropped guard's release: runs in the background on the current runtime.
@@ -271,7 +306,12 @@ impl Drop for InFlight {
 /// Whether a release reply says the key held the token; lapsed hand-offs it noticed on the way
 /// are counted.
 fn released(key: &str, hold: Hold, reply: &Value) -> bool {
-    let (owned, lapsed) = reply::release(reply);
-    telemetry::handoffs_unclaimed(key, hold.label(), Unclaimed::Lapsed, lapsed);
-    owned
+    decode(key, hold, reply).owned
+}
+
+/// A release script's reply, its lapsed hand-offs counted.
+fn decode(key: &str, hold: Hold, reply: &Value) -> reply::Released {
+    let released = reply::release(reply);
+    telemetry::handoffs_unclaimed(key, hold.label(), Unclaimed::Lapsed, released.lapsed);
+    released
 }

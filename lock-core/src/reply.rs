@@ -79,22 +79,35 @@ fn text(value: &Value) -> Option<String> {
     }
 }
 
-/// A release script reply: whether the key held the token, and the lapsed hand-offs noticed.
-pub(crate) fn release(reply: &Value) -> (bool, u64) {
-    match reply {
-        Value::Int(owned) => (*owned == 1, 0),
-        Value::Array(items) => pair(items),
-        _ => (false, 0),
-    }
+/// A release script's reply, decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Released {
+    /// The key held the token.
+    pub(crate) owned: bool,
+    /// The lock went to a waiter (release.lua's 2): callers queue on this key.
+    pub(crate) handed_over: bool,
+    /// Hand-offs noticed on the way to have lapsed untaken.
+    pub(crate) lapsed: u64,
 }
 
-fn pair(items: &[Value]) -> (bool, u64) {
-    let held = matches!(items.first(), Some(Value::Int(1)));
-    let lapsed = match items.get(1) {
-        Some(Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
-        _ => 0,
+/// A release script reply: `1` (owned), `2` (owned, handed over), `0`, or `{that, lapsed}`.
+pub(crate) fn release(reply: &Value) -> Released {
+    let (owned, lapsed) = match reply {
+        Value::Int(owned) => (*owned, 0),
+        Value::Array(items) => {
+            let owned = match items.first() {
+                Some(Value::Int(n)) => *n,
+                _ => 0,
+            };
+            let lapsed = match items.get(1) {
+                Some(Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
+                _ => 0,
+            };
+            (owned, lapsed)
+        }
+        _ => (0, 0),
     };
-    (held, lapsed)
+    Released { owned: owned == 1 || owned == 2, handed_over: owned == 2, lapsed }
 }
 
 #[cfg(test)]
@@ -163,10 +176,14 @@ mod tests {
 
     #[test]
     fn release_and_abandon_replies() {
-        assert_eq!(release(&Value::Int(1)), (true, 0));
-        assert_eq!(release(&Value::Int(0)), (false, 0));
-        assert_eq!(release(&Value::Array(vec![Value::Int(1), Value::Int(3)])), (true, 3));
-        assert_eq!(release(&Value::Nil), (false, 0));
-        assert_eq!(release(&Value::Array(vec![Value::Int(0), Value::Int(0)])), (false, 0));
+        let r = |owned, handed_over, lapsed| Released { owned, handed_over, lapsed };
+        assert_eq!(release(&Value::Int(1)), r(true, false, 0));
+        assert_eq!(release(&Value::Int(2)), r(true, true, 0));
+        assert_eq!(release(&Value::Int(0)), r(false, false, 0));
+        assert_eq!(release(&Value::Int(-1)), r(false, false, 0), "release_own's defer is not a release");
+        assert_eq!(release(&Value::Array(vec![Value::Int(1), Value::Int(3)])), r(true, false, 3));
+        assert_eq!(release(&Value::Array(vec![Value::Int(2), Value::Int(1)])), r(true, true, 1));
+        assert_eq!(release(&Value::Nil), r(false, false, 0));
+        assert_eq!(release(&Value::Array(vec![Value::Int(0), Value::Int(0)])), r(false, false, 0));
     }
 }

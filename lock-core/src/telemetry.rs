@@ -18,7 +18,7 @@
 //! one time series per resource; see [`set_key_label`] for other choices.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -112,6 +112,11 @@ pub(crate) struct KeyMetrics {
     acquired: Counter,
     acquired_wait: Histogram,
     hold: Histogram,
+    /// Not a metric but a hint kept with them, per key and client: this client's last release
+    /// of the key found callers queued. Its next release then sends the full release script at
+    /// once instead of trying the one-key one first (which would reply "hand over" and cost a
+    /// round trip). Only speed depends on it: both scripts check the token.
+    queued_last: AtomicBool,
 }
 
 impl KeyMetrics {
@@ -123,7 +128,18 @@ impl KeyMetrics {
             hold: metrics::histogram!("lock_hold_seconds", "key" => label.clone(), "kind" => kind),
             label,
             kind,
+            queued_last: AtomicBool::new(false),
         }
+    }
+
+    /// Whether this client's last release of the key found callers queued.
+    pub(crate) fn queued_last(&self) -> bool {
+        self.queued_last.load(Ordering::Relaxed)
+    }
+
+    /// Records whether a release of the key found callers queued.
+    pub(crate) fn set_queued_last(&self, queued: bool) {
+        self.queued_last.store(queued, Ordering::Relaxed);
     }
 
     /// An acquisition that ended with `outcome` after `waited`.

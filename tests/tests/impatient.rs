@@ -94,7 +94,7 @@ fn redis_fixture_connect(url: &str) -> redis::Connection {
 }
 
 /// The request-handler scenario of issue 20, with 1, 4 and 64 impatient tasks in one process
-/// and 16 spread over four: the lock keeps at least a quarter of its no-churn rate, the patient caller
+/// and 16 spread over four: the lock keeps at least an eighth of its no-churn rate, the patient caller
 /// never waits anywhere near a hand-off time (2 s, the default command timeout), and the queue
 /// in Redis holds no more entries than there are waiters.
 #[test]
@@ -117,9 +117,11 @@ fn callers_that_give_up_waiting_do_not_slow_the_lock_down() {
             patient.max_wait,
         );
         assert!(gave_up > 0, "the scenario makes callers give up");
-        // A quarter of the no-churn rate: the bug this guards against left a few acquisitions in
-        // 2 s (0.005x); 64 busy tasks of a debug build next to a CPU hog reach about 0.5x.
-        assert!(total * 4 >= calm, "{total} acquisitions with {impatient} impatient tasks, {calm} without");
+        // An eighth of the no-churn rate: the bug this guards against left a few acquisitions
+        // in 2 s (0.005x). 64 tasks giving up 6,000 times a second keep both cores of a 2-core
+        // machine busy (their debug-build process and Redis), and the patient loop then gets
+        // 0.20-0.29x; 1, 4 and 4x16 tasks stay near 1x.
+        assert!(total * 8 >= calm, "{total} acquisitions with {impatient} impatient tasks, {calm} without");
         assert!(patient.max_wait < Duration::from_secs(1), "the patient loop waited {:?}", patient.max_wait);
         // Every task waits for at most one lock at a time; a clean-up still in flight may leave
         // one more entry for a moment.

@@ -37,6 +37,13 @@ const FORMS: &str = "expected redis://[[user]:password@]host[:port][/db], \
     redis+sentinel://[[user]:password@]host1:port1,host2:port2/master_name[/db] or \
     redis+cluster://[[user]:password@]host1:port1,host2:port2 (rediss... for TLS)";
 
+/// RFC 3986: a letter, then letters, digits, `+`, `-` or `.`.
+pub(crate) fn is_scheme(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+}
+
 /// Parses one of the forms above.
 pub(crate) fn parse(url: &str) -> Result<Spec> {
     let url = url.trim();
@@ -54,10 +61,17 @@ pub(crate) fn parse(url: &str) -> Result<Spec> {
         "rediss+sentinel" => (true, Kind::Sentinel),
         "redis+cluster" => (false, Kind::Cluster),
         "rediss+cluster" => (true, Kind::Cluster),
-        other => {
+        // Echoed only when it looks like a scheme (RFC 3986's characters): anything else
+        // before `://` may be a mistyped URL's credentials (`redis:/:secret@host://`).
+        other if is_scheme(other) => {
             return Err(LockError::Config(format!(
                 "unknown Redis URL scheme `{}`; {FORMS}",
                 other.chars().take(32).collect::<String>()
+            )));
+        }
+        _ => {
+            return Err(LockError::Config(format!(
+                "the Redis URL does not start with a scheme (letters, digits, `+`, `-`, `.` before `://`); {FORMS}"
             )));
         }
     };
@@ -201,6 +215,7 @@ mod tests {
             ("", "empty"),
             ("localhost:6379", "no scheme"),
             ("http://h", "unknown Redis URL scheme"),
+            ("redis:/:secret@127.0.0.1://", "does not start with a scheme"),
             ("redis+sentinel://:secret@a:1", "master's name"),
             ("redis+sentinel://:secret@a:1/m/x", "must be a number"),
             ("redis+sentinel://:secret@a:1,,b/m", "empty host"),

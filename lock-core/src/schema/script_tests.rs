@@ -262,12 +262,12 @@ fn release_deletes_hands_over_keeps_and_checks_the_owner() {
     r.cli(&["SET", key, &format!("{a}{QUEUED_MARK}"), "PX", "30000"]);
     r.queue(key, &b, 10_000);
     r.queue(key, &c, 10_000);
-    assert_eq!(r.release(key, &a, 0, false), Value::Int(1));
+    assert_eq!(r.release(key, &a, 0, false), Value::Int(2), "2: handed over");
     assert_eq!(r.cli(&["GET", key]), format!("{b}{QUEUED_MARK}"));
     assert!(r.cli(&["PTTL", key]).parse::<u64>().unwrap() <= HANDOFF);
     assert_eq!(r.queued(key), [c.as_str()]);
     // The last waiter gets it unmarked; with nobody left the key is deleted.
-    assert_eq!(r.release(key, &b, 0, false), Value::Int(1));
+    assert_eq!(r.release(key, &b, 0, false), Value::Int(2));
     assert_eq!(r.cli(&["GET", key]), c);
     r.cli(&["SET", key, &format!("{c}{QUEUED_MARK}"), "PX", "30000"]);
     assert_eq!(r.release(key, &c, 0, false), Value::Int(1));
@@ -284,7 +284,11 @@ fn a_take_over_does_not_exempt_the_dead_holders_client() {
     r.queue(key, &live, 10_000);
     r.cli(&["ZADD", &tickets_key(key), &(r.now_ms() - 10).to_string(), &handoff_record("bbbbbbbbbbbb")]);
     // The holder's own release would trust its client's waiters; a take-over does not.
-    assert_eq!(r.release(key, &dead_holder, 0, true), Value::Array(vec![Value::Int(1), Value::Int(1)]));
+    assert_eq!(
+        r.release(key, &dead_holder, 0, true),
+        Value::Array(vec![Value::Int(2), Value::Int(1)]),
+        "handed over, 1 lapsed"
+    );
     assert_eq!(r.cli(&["GET", key]), live);
 }
 
@@ -323,6 +327,31 @@ fn extend_renews_only_its_own_key_and_never_creates_one() {
     assert_eq!(r.extend(key, &b), 0);
 }
 
+/// The one-key release deletes only its own unmarked token and sends a marked one to the full
+/// release untouched.
+#[test]
+fn release_own_deletes_its_token_and_defers_a_marked_one() {
+    let mut r = Redis::start();
+    let key = "lock:own";
+    let (a, b) = (token('a', 1), token('b', 1));
+    let own = |r: &mut Redis, token: &str| -> Value {
+        super::scripts::RELEASE_OWN.key(key).arg(token).invoke(&mut r.con).expect("release_own script")
+    };
+    assert_eq!(own(&mut r, &a), Value::Int(0), "nothing there");
+    r.cli(&["SET", key, &a, "PX", "10000"]);
+    assert_eq!(own(&mut r, &b), Value::Int(0), "not the owner");
+    assert_eq!(r.cli(&["GET", key]), a);
+    assert_eq!(own(&mut r, &a), Value::Int(1));
+    assert_eq!(r.cli(&["EXISTS", key]), "0");
+    let marked = format!("{a}{QUEUED_MARK}");
+    r.cli(&["SET", key, &marked, "PX", "10000"]);
+    assert_eq!(own(&mut r, &a), Value::Int(-1), "someone queued: the full release hands over");
+    assert_eq!(r.cli(&["GET", key]), marked, "untouched");
+    assert_eq!(own(&mut r, &b), Value::Int(0));
+    r.cli(&["SET", key, &format!("{a}{RELEASED_SUFFIX}"), "PX", "10000"]);
+    assert_eq!(own(&mut r, &a), Value::Int(0), "kept after release: no longer ours");
+}
+
 /// The markers the Lua spells are the ones this module names.
 #[test]
 fn the_scripts_spell_the_markers_of_this_module() {
@@ -331,6 +360,7 @@ fn the_scripts_spell_the_markers_of_this_module() {
         ("release", &lua::RELEASE),
         ("abandon", lua::ABANDON),
         ("extend", lua::EXTEND),
+        ("release_own", lua::RELEASE_OWN),
     ] {
         assert!(lua.contains(&format!("'{QUEUED_MARK}'")), "{name} checks the queue mark");
         assert!(!lua.contains("lock-client:"), "{name}: a liveness key is never a script's business");

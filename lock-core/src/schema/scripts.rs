@@ -73,6 +73,8 @@ pub mod lua {
             None => format!("{fragments}{script}"),
         }
     });
+    /// `release_own.lua`: the holder's release when nobody queued (one key).
+    pub const RELEASE_OWN: &str = include_str!("lua/release_own.lua");
     /// `abandon.lua` with the fragments it calls.
     pub const ABANDON: &str = concat!(
         include_str!("lua/handoff.lua"),
@@ -116,6 +118,10 @@ pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(lua::
 
 /// Release = hand-off (`lua/release.lua`).
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&lua::RELEASE));
+
+/// The holder's release when nobody queued (`lua/release_own.lua`); replies -1 when
+/// [`RELEASE`] is needed.
+pub(crate) static RELEASE_OWN: LazyLock<Script> = LazyLock::new(|| Script::new(lua::RELEASE_OWN));
 
 /// A token given up, its reservation passed on (`lua/abandon.lua`).
 pub(crate) static ABANDON: LazyLock<Script> = LazyLock::new(|| Script::new(lua::ABANDON));

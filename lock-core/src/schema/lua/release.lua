@@ -10,8 +10,10 @@
 --       lock or a force-release: the holder's client is then not known to be alive), else '0'
 --       (the default).
 --
--- Reply: 1 when the key held the token, else 0; {1, lapsed} when hand-offs were noticed to have
--- lapsed untaken on the way (see handoff.lua).
+-- Reply: 1 when the key held the token, 2 when it did and was handed to a waiter, else 0;
+-- {1 or 2, lapsed} when hand-offs were noticed to have lapsed untaken on the way (see
+-- handoff.lua). The 2 tells the client that callers queue here: its next release of the key
+-- comes straight to this script rather than trying release_own.lua first.
 --
 -- With a minimum hold left (ARGV[3]), the key is kept for it as `<token>:released` (still
 -- taken, no longer ours: a renewal in flight cannot stretch it). Otherwise, if someone waits,
@@ -39,6 +41,10 @@ end
 local me = ARGV[5] ~= '1' and client_of(token) or nil
 local publish = ARGV[4] or 'PUBLISH'
 local outcome, _, _, lapsed = hand_over(KEYS[2], KEYS[3], me, nil, publish, ARGV[2], set_key)
-if not outcome then redis.call('DEL', key) end
-if lapsed > 0 then return {1, lapsed} end
-return 1
+local owned = 2
+if not outcome then
+  redis.call('DEL', key)
+  owned = 1
+end
+if lapsed > 0 then return {owned, lapsed} end
+return owned
