@@ -59,7 +59,7 @@ impl Spec {
     }
 
     /// The section to run: only a lock claims a scheduler run's tick.
-    fn target(&self) -> (Target<'_>, Option<i64>) {
+    fn target(&self) -> (Target<'_>, Option<scope::TickClaim>) {
         let tick = if self.hold == Hold::Lock { scope::claim_tick() } else { None };
         (Target { key: &self.key, hold: self.hold }, tick)
     }

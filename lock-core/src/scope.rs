@@ -35,7 +35,8 @@ pub enum TickOutcome {
 }
 
 struct TickContext {
-    tick: i64,
+    /// `None`: a run outside any slot (a manual run), whose first section claims no tick.
+    tick: Option<i64>,
     /// Set by the first locked section of the run, the one that claims the tick and reports.
     claimed: AtomicBool,
     outcome: Arc<Mutex<Option<TickOutcome>>>,
@@ -43,7 +44,7 @@ struct TickContext {
 
 /// Runs `fut` as the run of tick `tick`; returns its output and the outcome reported by its
 /// first locked section, if it had one.
-pub(crate) async fn tick_scope<F: Future>(tick: i64, fut: F) -> (F::Output, Option<TickOutcome>) {
+pub(crate) async fn tick_scope<F: Future>(tick: Option<i64>, fut: F) -> (F::Output, Option<TickOutcome>) {
     let outcome = Arc::new(Mutex::new(None));
     let context = TickContext { tick, claimed: AtomicBool::new(false), outcome: outcome.clone() };
     let output = TICK.scope(context, fut).await;
@@ -51,14 +52,19 @@ pub(crate) async fn tick_scope<F: Future>(tick: i64, fut: F) -> (F::Output, Opti
     (output, outcome)
 }
 
-/// The tick to claim, for the first outermost locked section of a tick's run (which then
-/// reports the run's outcome); `None` for any other section.
-pub(crate) fn claim_tick() -> Option<i64> {
+/// What the first outermost locked section of a run does for it: report the run's outcome
+/// and, with a tick, claim that tick with its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TickClaim(pub(crate) Option<i64>);
+
+/// The claim of the first outermost locked section of a run (which then reports the run's
+/// outcome); `None` for any other section.
+pub(crate) fn claim_tick() -> Option<TickClaim> {
     if current().is_some() {
         // Locks taken inside a locked section are the body's own business.
         return None;
     }
-    TICK.try_with(|t| (!t.claimed.swap(true, Ordering::AcqRel)).then_some(t.tick)).ok().flatten()
+    TICK.try_with(|t| (!t.claimed.swap(true, Ordering::AcqRel)).then_some(TickClaim(t.tick))).ok().flatten()
 }
 
 /// Records the tick's outcome; only the section that claimed the tick calls it.

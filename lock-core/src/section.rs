@@ -12,7 +12,7 @@ use crate::core::{Attempt, Core, Target};
 use crate::error::{LockError, Result};
 use crate::guard::LockGuard;
 use crate::options::{LockOptions, OnLost};
-use crate::scope::{self, TickOutcome};
+use crate::scope::{self, TickClaim, TickOutcome};
 
 /// How a section ended.
 pub(crate) struct Section<T> {
@@ -25,12 +25,13 @@ pub(crate) struct Section<T> {
 
 /// Runs `body` holding `target` (a lock, a permit, a read or write hold), per `options`
 /// (including `on_lost`). With `tick` (from [`scope::claim_tick`], or given; locks only),
-/// claims it with the lock and reports the outcome to the enclosing tick scope.
+/// reports the outcome to the enclosing run's scope and claims its tick, if it has one, with
+/// the lock.
 pub(crate) async fn run<F: Future>(
     client: &Arc<Core>,
     target: Target<'_>,
     options: LockOptions,
-    tick: Option<i64>,
+    tick: Option<TickClaim>,
     body: F,
 ) -> Section<F::Output> {
     let claimed_tick = tick.is_some();
@@ -41,7 +42,7 @@ pub(crate) async fn run<F: Future>(
     };
     let on_lost = options.on_lost;
     let key = target.key;
-    let guard = match client.hold_for(target, options, tick).await {
+    let guard = match client.hold_for(target, options, tick.and_then(|claim| claim.0)).await {
         Ok(Attempt::Acquired(guard)) => guard,
         Ok(Attempt::Held(remaining)) => {
             report(TickOutcome::Held);

@@ -57,7 +57,15 @@ pub use crate::schema::TICK_TTL;
 /// sections of the same run (a loop over an annotated fn, say) take plain locks, as do
 /// sections nested inside the first.
 pub async fn scope<F: Future>(tick: i64, fut: F) -> (F::Output, Option<TickOutcome>) {
-    scope::tick_scope(tick, fut).await
+    scope::tick_scope(Some(tick), fut).await
+}
+
+/// Runs `fut` as a run outside any slot (a run started by hand): its first outermost locked
+/// section reports how it went, as in [`scope`], but claims no tick, so the slots' own runs
+/// are not affected. [`TickOutcome::Ran`] then means the lock was taken and the body ran;
+/// [`TickOutcome::Claimed`] does not occur.
+pub async fn unslotted<F: Future>(fut: F) -> (F::Output, Option<TickOutcome>) {
+    scope::tick_scope(None, fut).await
 }
 
 /// What [`LockClient::run_tick`] did with a slot.
@@ -96,9 +104,11 @@ impl LockClient {
         fut: F,
     ) -> Result<TickRun<F::Output>> {
         // Its own scope, so that the outcome is not reported to an enclosing run's scope.
-        let (section, _) =
-            scope::tick_scope(tick, section::run(self.core(), Target::lock(key), options, Some(tick), fut))
-                .await;
+        let (section, _) = scope::tick_scope(
+            Some(tick),
+            section::run(self.core(), Target::lock(key), options, Some(scope::TickClaim(Some(tick))), fut),
+        )
+        .await;
         match section.result {
             Ok(output) => Ok(TickRun::Ran(output)),
             Err(LockError::TickClaimed { tick, .. }) => Ok(TickRun::ClaimedElsewhere { last_tick: tick }),

@@ -98,4 +98,32 @@ pub enum ControlError {
     /// The command got no answer in time.
     #[error("no answer from redis while {0}")]
     Unavailable(&'static str),
+    /// "Run now" for a job that no scheduler group has registered.
+    #[error(
+        "no scheduler replica has a job named `{job}` (is the name right, and is its scheduler running?)"
+    )]
+    UnknownJob {
+        /// The job asked for.
+        job: String,
+    },
+    /// "Run now" for a job whose scheduler group has no live replica.
+    #[error("no live scheduler replica can run `{job}`: its group's replicas are all gone")]
+    NoLiveReplica {
+        /// The job asked for.
+        job: String,
+    },
+    /// "Run now" while an earlier request for the job is still waiting for a replica.
+    #[error("a run of `{job}` was already requested and not yet taken by a replica")]
+    RunPending {
+        /// The job asked for.
+        job: String,
+    },
+    /// No replica took the "run now" request in time; it was withdrawn, nothing ran.
+    #[error("no replica took the request to run `{job}` within {within:?}; it was withdrawn and nothing ran")]
+    NotTaken {
+        /// The job asked for.
+        job: String,
+        /// How long the request waited.
+        within: std::time::Duration,
+    },
 }

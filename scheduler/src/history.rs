@@ -33,6 +33,10 @@ pub struct HistoryEntry {
     pub duration: Duration,
     /// The error of a failed run, or what a missed record counts.
     pub error: Option<String>,
+    /// Who asked for it, for a manual ("run now") run (its `tick` is then the request's time).
+    pub manual_by: Option<String>,
+    /// The "run now" request a manual run served.
+    pub request: Option<String>,
 }
 
 /// The last `n` runs of `job`, newest first.
@@ -60,6 +64,8 @@ fn entry(id: String, fields: Vec<(String, String)>) -> HistoryEntry {
             get(field::DURATION_MS).and_then(|d| d.parse().ok()).unwrap_or_default(),
         ),
         error: get(field::ERROR),
+        manual_by: get(field::MANUAL_BY),
+        request: get(field::REQUEST),
     }
 }
 
@@ -90,6 +96,8 @@ pub(crate) struct Record {
     pub(crate) instance: Arc<str>,
     pub(crate) outcome: RunOutcome,
     pub(crate) duration: Duration,
+    /// A manual run's request id and requester.
+    pub(crate) manual: Option<(Arc<str>, Arc<str>)>,
 }
 
 /// Most runs written in one pipeline.
@@ -157,7 +165,7 @@ async fn write_records(client: LockClient, mut rx: mpsc::UnboundedReceiver<Queue
 
 /// Adds the commands appending `record` to its job's history to `pipe`.
 fn add_record(pipe: &mut redis::Pipeline, record: &Record) {
-    let Record { job, tick, instance, outcome, duration } = record;
+    let Record { job, tick, instance, outcome, duration, manual } = record;
     let Ok(key) = history_key(job) else { return };
     let xadd = pipe
         .cmd("XADD")
@@ -185,6 +193,9 @@ fn add_record(pipe: &mut redis::Pipeline, record: &Record) {
             xadd.arg(field::ERROR).arg(format!("ran longer than its maximum run time of {limit:?}"));
         }
         _ => {}
+    }
+    if let Some((id, by)) = manual {
+        xadd.arg(field::MANUAL_BY).arg(&**by).arg(field::REQUEST).arg(&**id);
     }
     xadd.ignore();
     pipe.cmd("PEXPIRE").arg(&key).arg(HISTORY_TTL.as_millis() as u64).ignore();

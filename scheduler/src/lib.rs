@@ -7,6 +7,7 @@ mod handle;
 mod history;
 mod job;
 mod job_metrics;
+mod manual;
 mod members;
 mod pause;
 mod report;
@@ -28,13 +29,14 @@ pub use error::{ControlError, SchedulerError};
 pub use handle::SchedulerHandle;
 pub use history::{HistoryEntry, history, jobs};
 pub use job::{Job, JobOutput, RunContext};
+pub use manual::{RunRequest, request_run, run_now, wait_taken};
 pub use pause::{PauseState, pause, pause_by, pause_state, resume};
 pub use report::{RunOutcome, RunReport, ShutdownReport};
 pub use schedule::{CatchUp, CronField, ON_TIME, Schedule, ScheduleError};
 pub use scheduler::{
     DEFAULT_CLAIM_GRACE, DEFAULT_GROUP, DEFAULT_SHUTDOWN_GRACE, Scheduler, SchedulerBuilder,
 };
-pub use schema::{HISTORY_LEN, HISTORY_TTL, history_key, pause_key};
+pub use schema::{HISTORY_LEN, HISTORY_TTL, RUN_PICKUP, RUN_REQUEST_TTL, history_key, pause_key};
 pub use signal::{ShutdownSignal, ShutdownSignals, shutdown_signal};
 
 /// The `chrono` crate slots are expressed in.

@@ -21,7 +21,7 @@ use tracing::Instrument;
 
 use crate::command;
 use crate::error::ControlError;
-use crate::schema::{ANNOUNCE, MEMBER_TTL, members_key};
+use crate::schema::{ANNOUNCE, MEMBER_TTL, jobs_key, members_key, runs_key};
 use crate::state::State;
 
 /// How often a replica renews its announcement.
@@ -34,6 +34,10 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub(crate) struct Members {
     key: String,
+    /// The group's job registry, kept alive by the announcements.
+    jobs_key: String,
+    /// The group's pending "run now" requests.
+    runs_key: String,
     instance: Arc<str>,
     /// The live members as last read (always including this replica), sorted.
     live: RwLock<Arc<[Arc<str>]>>,
@@ -41,7 +45,13 @@ pub(crate) struct Members {
 
 impl Members {
     pub(crate) fn new(group: &str, instance: Arc<str>) -> Members {
-        Members { key: members_key(group), live: RwLock::new(Arc::from(vec![instance.clone()])), instance }
+        Members {
+            key: members_key(group),
+            jobs_key: jobs_key(group),
+            runs_key: runs_key(group),
+            live: RwLock::new(Arc::from(vec![instance.clone()])),
+            instance,
+        }
     }
 
     /// The live members as last read.
@@ -58,6 +68,7 @@ impl Members {
     /// Announces this replica and refreshes the list of live members (one round trip).
     pub(crate) async fn announce(&self, client: &LockClient) -> Result<usize, ControlError> {
         let mut invocation = ANNOUNCE.key(&self.key);
+        invocation.key(&self.jobs_key);
         invocation.arg(&*self.instance).arg(MEMBER_TTL.as_millis() as u64);
         let action = "announcing this replica to its group";
         let mut names: Vec<String> =
@@ -73,6 +84,16 @@ impl Members {
             Err(e) => *e.into_inner() = live,
         }
         Ok(count)
+    }
+
+    /// The group's job registry key.
+    pub(crate) fn jobs_key(&self) -> &str {
+        &self.jobs_key
+    }
+
+    /// The group's run requests key.
+    pub(crate) fn runs_key(&self) -> &str {
+        &self.runs_key
     }
 
     /// Withdraws this replica (at shutdown), so the others stop preferring it at once.

@@ -110,6 +110,8 @@ pub struct RunReport {
     pub lateness: Duration,
     /// How long the run took (lock, job and release); zero for slots that did not start a run.
     pub duration: Duration,
+    /// Who asked for it, for a manual ("run now") run; `slot` is then the time of the request.
+    pub manual_by: Option<String>,
 }
 
 /// What [`SchedulerHandle::shutdown`](crate::SchedulerHandle::shutdown) did.

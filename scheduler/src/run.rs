@@ -18,7 +18,7 @@ use tracing::Instrument;
 use crate::job::RunContext;
 use crate::pause::PauseCheck;
 use crate::report::RunOutcome;
-use crate::shared::{JobEntry, Shared};
+use crate::shared::{JobEntry, Manual, Shared};
 
 /// A run in flight for a job on this replica.
 pub(crate) struct Running {
@@ -136,7 +136,7 @@ async fn run(
     let outcome = if pause.is_paused(&job.name).await {
         RunOutcome::SkippedPaused
     } else {
-        match run_in_tick_scope(&shared, &job, ctx).await {
+        match run_in_tick_scope(&shared, &job, ctx, true).await {
             (Some(caught), lock_outcome) => {
                 // Held and claimed ticks are contention, reported as such; this is Redis (or
                 // the pool) failing to answer.
@@ -163,14 +163,70 @@ async fn run(
     outcome
 }
 
-/// Runs the job's future inside `tick::scope(tick)` (so the outermost lock claims the tick),
-/// wrapped in the job's configured lock if it has one; panics caught. `None`: the run took
-/// longer than the job's maximum run time and was cancelled (its future dropped, which
-/// releases its lock).
+/// Spawns a manual ("run now") run of `job` that this replica took: the job under its lock,
+/// as a slot's run, but claiming no tick (the slots' own runs are unaffected) and whether or
+/// not the job is paused (someone asked for this run). Skipped, and recorded as such, when a
+/// run of the job is in flight here or its lock is held elsewhere.
+pub(crate) fn spawn_manual(
+    shared: &Arc<Shared>,
+    job: &Arc<JobEntry>,
+    manual: Manual,
+) -> JoinHandle<RunOutcome> {
+    let requested = DateTime::from_timestamp_millis(manual.at_ms).unwrap_or_else(|| shared.clock.now());
+    let local = requested.with_timezone(&job.schedule.time_zone());
+    let span = tracing::info_span!(
+        parent: None,
+        "job_run",
+        job = %job.name,
+        manual_by = %manual.by,
+        request = %manual.id,
+        instance = %shared.instance,
+        outcome = tracing::field::Empty,
+        duration_ms = tracing::field::Empty,
+    );
+    let ctx = RunContext { job: job.name.clone(), slot: local, instance: shared.instance.clone() };
+    let (shared, job) = (shared.clone(), job.clone());
+    tokio::spawn(
+        async move {
+            let fired_at = shared.clock.now();
+            let started = Instant::now();
+            let outcome = if job.running.load(Ordering::SeqCst) {
+                RunOutcome::SkippedStillRunning
+            } else {
+                let _running = RunningFlag::raise(&job);
+                match run_in_tick_scope(&shared, &job, ctx, false).await {
+                    (Some(caught), lock_outcome) => classify(&job, caught, lock_outcome),
+                    (None, _) => RunOutcome::TimedOut(job.max_run_time.unwrap_or_default()),
+                }
+            };
+            let duration = started.elapsed();
+            let span = tracing::Span::current();
+            span.record("outcome", outcome.label());
+            span.record("duration_ms", duration.as_millis() as u64);
+            match &outcome {
+                RunOutcome::Ran => tracing::info!(outcome = "ran", "manual run of the job ran"),
+                RunOutcome::Failed(error) => {
+                    tracing::error!(outcome = "failed", error = %error, "manual run of the job failed")
+                }
+                other => tracing::info!(outcome = other.label(), "manual run of the job: {other}"),
+            }
+            shared.record_manual(&job, &manual, &outcome, duration).await;
+            shared.report_run(&job, requested, fired_at, outcome.clone(), duration, Some(&manual.by));
+            outcome
+        }
+        .instrument(span),
+    )
+}
+
+/// Runs the job's future inside `tick::scope(tick)` (so the outermost lock claims the tick;
+/// with `claim` false, a manual run's `tick::unslotted`, which claims none), wrapped in the
+/// job's configured lock if it has one; panics caught. `None`: the run took longer than the
+/// job's maximum run time and was cancelled (its future dropped, which releases its lock).
 async fn run_in_tick_scope(
     shared: &Shared,
     job: &JobEntry,
     ctx: RunContext,
+    claim: bool,
 ) -> (Option<Caught>, Option<TickOutcome>) {
     let tick = ctx.tick();
     let func = job.func.clone();
@@ -197,7 +253,7 @@ async fn run_in_tick_scope(
             None => Some(caught.await),
         }
     };
-    tick::scope(tick, limited).await
+    if claim { tick::scope(tick, limited).await } else { tick::unslotted(limited).await }
 }
 
 /// The run's outcome, from what its future returned and what its first lock saw.

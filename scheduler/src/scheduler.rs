@@ -15,6 +15,7 @@ use crate::error::SchedulerError;
 use crate::handle::SchedulerHandle;
 use crate::history::Recorder;
 use crate::job::Job;
+use crate::manual;
 use crate::members::{self, Members};
 use crate::report::{RunReport, ShutdownReport};
 use crate::schedule::{Schedule, truncate};
@@ -212,6 +213,7 @@ impl Scheduler {
         // Slots up to now are not ours, whenever the timer first gets to run.
         let started = truncate(self.shared.clock.now());
         self.shared.with_registry(|registry| registry.clone_from(&self.jobs));
+        manual::spawn_taker(self.shared.clone(), state_rx.clone());
         let (resync_tx, resync_rx) = mpsc::unbounded_channel();
         let _ = self.shared.resync.set(resync_tx);
         let floors = timer::first_floors(&self.shared, &self.jobs, started).await;

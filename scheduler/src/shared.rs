@@ -68,6 +68,19 @@ impl Shared {
         outcome: RunOutcome,
         duration: Duration,
     ) {
+        self.report_run(job, slot, fired_at, outcome, duration, None);
+    }
+
+    /// As [`report`](Self::report), for a manual run too (`manual_by`: who asked for it).
+    pub(crate) fn report_run(
+        &self,
+        job: &JobEntry,
+        slot: DateTime<Utc>,
+        fired_at: DateTime<Utc>,
+        outcome: RunOutcome,
+        duration: Duration,
+        manual_by: Option<&str>,
+    ) {
         let lateness = (fired_at - slot).to_std().unwrap_or_default();
         job.metrics.record(&job.name, &outcome, duration, lateness);
         // Built only for subscribers: most schedulers have none.
@@ -83,6 +96,7 @@ impl Shared {
             fired_at,
             lateness,
             duration,
+            manual_by: manual_by.map(str::to_owned),
         });
     }
 }
@@ -104,10 +118,41 @@ impl Shared {
                     instance: self.instance.clone(),
                     outcome: outcome.clone(),
                     duration,
+                    manual: None,
                 })
                 .await;
         }
     }
+
+    /// Appends a manual run to the job's history, whatever its outcome (a skipped manual run
+    /// is reported too: someone asked for it).
+    pub(crate) async fn record_manual(
+        &self,
+        job: &JobEntry,
+        manual: &Manual,
+        outcome: &RunOutcome,
+        duration: Duration,
+    ) {
+        self.recorder
+            .record(history::Record {
+                job: job.name.clone(),
+                tick: manual.at_ms,
+                instance: self.instance.clone(),
+                outcome: outcome.clone(),
+                duration,
+                manual: Some((manual.id.clone(), manual.by.clone())),
+            })
+            .await;
+    }
+}
+
+/// A "run now" request this replica took.
+#[derive(Debug, Clone)]
+pub(crate) struct Manual {
+    pub(crate) id: Arc<str>,
+    pub(crate) by: Arc<str>,
+    /// When it was requested, epoch ms.
+    pub(crate) at_ms: i64,
 }
 
 /// A validated job.

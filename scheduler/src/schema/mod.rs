@@ -11,6 +11,8 @@
 //! | [`missed_key`] `scheduler:{job:<name>}:missed` | string | the latest missed slot recorded (so replicas record it once) | [`MISSED_TTL`] |
 //! | [`history_key`] `scheduler:{job:<name>}:history` | stream | one entry per run, fields in [`field`] | [`HISTORY_TTL`] after the last entry; capped at about [`HISTORY_LEN`] entries |
 //! | [`members_key`] `scheduler:{group:<name>}:members` | zset | instance id -> when its announcement lapses (server clock, ms) | [`MEMBER_TTL`] after the last announcement |
+//! | [`jobs_key`] `scheduler:{group:<name>}:jobs` | hash | job name -> its schedule (`<cron>\t<time zone>`), written by the replicas that have the job | as the member set |
+//! | [`runs_key`] `scheduler:{group:<name>}:runs` | hash | job name -> a pending "run now" request (`<id>\t<by>\t<ms>`), removed by the replica that takes it | [`RUN_REQUEST_TTL`] |
 
 #[cfg(test)]
 mod script_tests;
@@ -36,6 +38,16 @@ pub const MISSED_TTL: Duration = lock_core::schema::TICK_TTL;
 /// (crashed, partitioned) stops being preferred for runs after at most this.
 pub const MEMBER_TTL: Duration = Duration::from_secs(10);
 
+/// How long a "run now" request waits for a replica to take it. Replicas look every
+/// [`RUN_POLL`]; a requester that sees no taker within [`RUN_PICKUP`] withdraws it.
+pub const RUN_REQUEST_TTL: Duration = Duration::from_secs(10);
+
+/// How often each replica looks for "run now" requests of its group (one `HGETALL`).
+pub const RUN_POLL: Duration = Duration::from_millis(500);
+
+/// How long a requester waits for a replica to take its "run now" request.
+pub const RUN_PICKUP: Duration = Duration::from_secs(3);
+
 /// Longest job name, in bytes (it is part of three keys).
 pub const MAX_JOB_NAME_LEN: usize = 512;
 
@@ -59,6 +71,11 @@ pub mod field {
     pub const DURATION_MS: &str = "duration_ms";
     /// The error of a failed run, or what a missed record counts (absent otherwise).
     pub const ERROR: &str = "error";
+    /// Who asked for a manual ("run now") run; absent for the slots' runs. Its `tick` is
+    /// then the time of the request.
+    pub const MANUAL_BY: &str = "manual_by";
+    /// The id of the "run now" request a manual run served.
+    pub const REQUEST: &str = "request";
 }
 
 /// Why `name` cannot name a job, if it cannot: the one rule the scheduler (at build time) and
@@ -123,16 +140,80 @@ pub fn members_key(group: &str) -> String {
     format!("scheduler:{{group:{group}}}:members")
 }
 
+/// The Redis key of `group`'s job registry (job name -> schedule).
+pub fn jobs_key(group: &str) -> String {
+    format!("scheduler:{{group:{group}}}:jobs")
+}
+
+/// The Redis key of `group`'s pending "run now" requests.
+pub fn runs_key(group: &str) -> String {
+    format!("scheduler:{{group:{group}}}:runs")
+}
+
+/// The `SCAN` pattern matching every group's job registry.
+pub fn job_registries_pattern() -> String {
+    jobs_key("*")
+}
+
+/// The group a job registry key belongs to (`None` for any other key).
+pub fn group_of_registry(key: &str) -> Option<&str> {
+    key.strip_prefix("scheduler:{group:")?.strip_suffix("}:jobs")
+}
+
+/// The `SCAN` pattern matching every group's member set.
+pub fn member_sets_pattern() -> String {
+    members_key("*")
+}
+
+/// The group a member set key belongs to (`None` for any other key).
+pub fn group_of_members(key: &str) -> Option<&str> {
+    key.strip_prefix("scheduler:{group:")?.strip_suffix("}:members")
+}
+
+/// A job's schedule as the registry holds it: `<cron>\t<time zone>`.
+pub fn registry_entry(expression: &str, time_zone: &str) -> String {
+    format!("{expression}\t{time_zone}")
+}
+
+/// A registry entry's cron expression and time zone.
+pub fn parse_registry_entry(entry: &str) -> Option<(&str, &str)> {
+    entry.split_once('\t')
+}
+
+/// A "run now" request as stored: `<id>\t<by>\t<requested at, epoch ms>`.
+pub fn run_request(id: &str, by: &str, at_ms: i64) -> String {
+    // Tabs and line breaks in `by` would break the format; it is free text from an operator.
+    let by: String = by.chars().map(|c| if c.is_control() { ' ' } else { c }).take(200).collect();
+    format!("{id}\t{by}\t{at_ms}")
+}
+
+/// A stored request's id, requester and time (epoch ms).
+pub fn parse_run_request(request: &str) -> Option<(&str, &str, i64)> {
+    let mut parts = request.splitn(3, '\t');
+    let (id, by, at) = (parts.next()?, parts.next()?, parts.next()?);
+    Some((id, by, at.parse().ok()?))
+}
+
 /// The scripts' source text (each file's header states its KEYS, ARGV and reply).
 pub mod lua {
     /// `announce.lua`: announce a replica, drop lapsed ones, read the live ones.
     pub const ANNOUNCE: &str = include_str!("lua/announce.lua");
     /// `record_missed.lua`: agree on the one replica that records missed slots.
     pub const RECORD_MISSED: &str = include_str!("lua/record_missed.lua");
+    /// `request_run.lua`: ask a group to run a job now.
+    pub const REQUEST_RUN: &str = include_str!("lua/request_run.lua");
+    /// `take_run.lua`: take (or withdraw) a pending run request, once.
+    pub const TAKE_RUN: &str = include_str!("lua/take_run.lua");
 }
 
 /// See [`lua::ANNOUNCE`].
 pub(crate) static ANNOUNCE: LazyLock<Script> = LazyLock::new(|| Script::new(lua::ANNOUNCE));
+
+/// See [`lua::REQUEST_RUN`].
+pub(crate) static REQUEST_RUN: LazyLock<Script> = LazyLock::new(|| Script::new(lua::REQUEST_RUN));
+
+/// See [`lua::TAKE_RUN`].
+pub(crate) static TAKE_RUN: LazyLock<Script> = LazyLock::new(|| Script::new(lua::TAKE_RUN));
 
 /// See [`lua::RECORD_MISSED`].
 pub(crate) static RECORD_MISSED: LazyLock<Script> = LazyLock::new(|| Script::new(lua::RECORD_MISSED));
@@ -152,6 +233,14 @@ mod tests {
         assert_eq!(job_of_key(&missed_key("x").expect("valid")), None);
         assert_eq!(job_of_key("lock:x"), None);
         assert_eq!(members_key("g"), "scheduler:{group:g}:members");
+        assert_eq!(group_of_registry(&jobs_key("a}b")), Some("a}b"));
+        assert_eq!(group_of_members(&members_key("g")), Some("g"));
+        assert_eq!(group_of_registry(&members_key("g")), None);
+        assert_eq!(runs_key("g"), "scheduler:{group:g}:runs");
+        let entry = registry_entry("0 0 * * * *", "Europe/Lisbon");
+        assert_eq!(parse_registry_entry(&entry), Some(("0 0 * * * *", "Europe/Lisbon")));
+        let request = run_request("r1", "ana\tat\nthe desk", 42);
+        assert_eq!(parse_run_request(&request), Some(("r1", "ana at the desk", 42)));
     }
 
     #[test]

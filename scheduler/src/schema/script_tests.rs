@@ -15,7 +15,7 @@ fn start() -> (RedisServer, Connection) {
 /// announcements in the same millisecond tie (then Redis orders them by name).
 fn announce(con: &mut Connection, key: &str, instance: &str, ttl_ms: u64) -> Vec<String> {
     let mut live: Vec<String> =
-        ANNOUNCE.key(key).arg(instance).arg(ttl_ms).invoke(con).expect("announce script");
+        ANNOUNCE.key(key).key(jobs_key("g")).arg(instance).arg(ttl_ms).invoke(con).expect("announce script");
     live.sort();
     live
 }
@@ -37,6 +37,11 @@ fn announce_adds_drops_lapsed_members_and_expires_the_set() {
     // The set lives a TTL past the last announcement.
     let pttl: i64 = con.pttl(&key).expect("PTTL");
     assert!((9_000..=10_000).contains(&pttl), "{pttl}");
+    // The job registry lives as long as the members.
+    server.cli(&["HSET", &jobs_key("g"), "job", "* * * * * *\tUTC"]);
+    announce(&mut con, &key, "pod-a", 10_000);
+    let pttl: i64 = con.pttl(jobs_key("g")).expect("PTTL");
+    assert!((9_000..=10_000).contains(&pttl), "registry {pttl}");
     announce(&mut con, &key, "pod-a", 50);
     assert!(
         redis_fixture::wait_until_blocking(std::time::Duration::from_secs(5), || server
@@ -60,4 +65,39 @@ fn record_missed_is_set_once_per_tick_and_never_goes_back() {
     let mut con2 = server.connection();
     let pttl: i64 = con2.pttl(&key).expect("PTTL");
     assert!((50_000..=60_000).contains(&pttl), "the marker expires: {pttl}");
+}
+
+#[test]
+fn a_run_request_needs_the_job_and_a_live_member_and_is_taken_once() {
+    let (server, mut con) = start();
+    let (members, jobs, runs) = (members_key("g"), jobs_key("g"), runs_key("g"));
+    let mut request = |con: &mut Connection, job: &str, value: &str| -> i64 {
+        REQUEST_RUN
+            .key(&members)
+            .key(&jobs)
+            .key(&runs)
+            .arg(job)
+            .arg(value)
+            .arg(10_000)
+            .invoke(con)
+            .expect("request_run script")
+    };
+    let first = run_request("r1", "ana", 1);
+    assert_eq!(request(&mut con, "report", &first), -2, "no replica has the job");
+    server.cli(&["HSET", &jobs, "report", "* * * * * *\tUTC"]);
+    assert_eq!(request(&mut con, "report", &first), -1, "no live replica");
+    server.cli(&["ZADD", &members, "1", "pod-dead"]);
+    assert_eq!(request(&mut con, "report", &first), -1, "a lapsed member is not live");
+    announce(&mut con, &members, "pod-a", 10_000);
+    assert_eq!(request(&mut con, "report", &first), 1);
+    let pttl: i64 = con.pttl(&runs).expect("PTTL");
+    assert!((9_000..=10_000).contains(&pttl), "requests expire: {pttl}");
+    assert_eq!(request(&mut con, "report", &run_request("r2", "bo", 2)), 0, "one pending per job");
+    let mut take = |con: &mut Connection, value: &str| -> i64 {
+        TAKE_RUN.key(&runs).arg("report").arg(value).invoke(con).expect("take_run script")
+    };
+    assert_eq!(take(&mut con, &run_request("r2", "bo", 2)), 0, "not the pending request");
+    assert_eq!(take(&mut con, &first), 1, "taken");
+    assert_eq!(take(&mut con, &first), 0, "at most once");
+    assert_eq!(server.cli(&["HEXISTS", &runs, "report"]), "0");
 }

@@ -1,0 +1,233 @@
+//! "Run now": a request in Redis that exactly one live replica of the job's group takes and
+//! runs once, through the job's lock ([`run_now`], `lockctl run`, the console's run button).
+//!
+//! Each replica keeps its jobs in its group's registry ([`schema::jobs_key`]) and looks for
+//! requests ([`schema::runs_key`]) every [`RUN_POLL`], in one pipelined round trip whatever
+//! the number of jobs. A request is taken by an atomic compare-and-delete (`take_run.lua`),
+//! so at most one replica runs it however many see it. A replica that takes a request and
+//! then dies loses it: at most once, as the slots' runs.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use lock_core::{ErrorChain, LockClient, redis};
+use tokio::sync::watch;
+use tracing::Instrument;
+
+use crate::command::{self, query};
+use crate::error::ControlError;
+use crate::run;
+use crate::schema::{
+    self, MEMBER_TTL, REQUEST_RUN, RUN_PICKUP, RUN_POLL, RUN_REQUEST_TTL, TAKE_RUN, job_name_problem,
+};
+use crate::shared::{Manual, Shared};
+use crate::state::State;
+
+/// A "run now" request, as [`run_now`] and [`request_run`] return it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunRequest {
+    /// The request's id: the `request` of the history entry of the run it caused.
+    pub id: String,
+    /// The job.
+    pub job: String,
+    /// The scheduler group whose replica takes it.
+    pub group: String,
+    /// Who asked (free text: an operator's name, `lockctl`, the console).
+    pub by: String,
+    /// When it was asked for (this process's clock).
+    pub requested_at: DateTime<Utc>,
+    /// The request as stored in Redis.
+    stored: String,
+}
+
+/// Asks a live replica of `job`'s scheduler group to run it once now, and waits (up to
+/// [`RUN_PICKUP`]) until one replica took the request. The run then goes as a slot's run
+/// would, under the job's lock: skipped if the job is running (here or elsewhere), recorded
+/// in the job's history with `manual_by = by`, whether or not the job is paused.
+///
+/// Errors: [`ControlError::UnknownJob`] when no group has the job,
+/// [`ControlError::NoLiveReplica`] when its group has no live replica,
+/// [`ControlError::RunPending`] when an earlier request is still untaken,
+/// [`ControlError::NotTaken`] when no replica took it in time (it is withdrawn: nothing runs).
+pub async fn run_now(client: &LockClient, job: &str, by: &str) -> Result<RunRequest, ControlError> {
+    let request = request_run(client, job, by).await?;
+    if wait_taken(client, &request, RUN_PICKUP).await? {
+        Ok(request)
+    } else {
+        Err(ControlError::NotTaken { job: job.to_owned(), within: RUN_PICKUP })
+    }
+}
+
+/// Stores a "run now" request for `job` without waiting for a replica to take it (see
+/// [`run_now`]); it lapses after [`RUN_REQUEST_TTL`] if none does.
+pub async fn request_run(client: &LockClient, job: &str, by: &str) -> Result<RunRequest, ControlError> {
+    if let Some(problem) = job_name_problem(job) {
+        return Err(ControlError::InvalidJob(problem));
+    }
+    let requested_at = Utc::now();
+    let id = request_id(requested_at);
+    let stored = schema::run_request(&id, by, requested_at.timestamp_millis());
+    let mut had_job = false;
+    for group in groups(client).await? {
+        let mut invocation = REQUEST_RUN.key(schema::members_key(&group));
+        invocation.key(schema::jobs_key(&group)).key(schema::runs_key(&group));
+        invocation.arg(job).arg(&stored).arg(RUN_REQUEST_TTL.as_millis() as u64);
+        let action = "requesting a run";
+        match command::run_script::<i64>(client, action, &REQUEST_RUN, &invocation, command::TIMEOUT).await? {
+            1 => {
+                let by = schema::parse_run_request(&stored).map_or(by, |(_, by, _)| by).to_owned();
+                return Ok(RunRequest { id, job: job.to_owned(), group, by, requested_at, stored });
+            }
+            0 => return Err(ControlError::RunPending { job: job.to_owned() }),
+            -1 => had_job = true,
+            _ => {}
+        }
+    }
+    Err(if had_job {
+        ControlError::NoLiveReplica { job: job.to_owned() }
+    } else {
+        ControlError::UnknownJob { job: job.to_owned() }
+    })
+}
+
+/// Waits up to `within` for a replica to take `request`; withdraws it if none did. Returns
+/// whether one took it (then it runs, once).
+pub async fn wait_taken(
+    client: &LockClient,
+    request: &RunRequest,
+    within: Duration,
+) -> Result<bool, ControlError> {
+    let key = schema::runs_key(&request.group);
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let mut pipe = redis::pipe();
+        pipe.cmd("HGET").arg(&key).arg(&request.job);
+        let (pending,): (Option<String>,) =
+            query(client, "waiting for a replica to take a run", &pipe).await?;
+        if pending.as_deref() != Some(request.stored.as_str()) {
+            return Ok(true);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Withdrawn unless a replica took it at the last moment.
+    let mut invocation = TAKE_RUN.key(&key);
+    invocation.arg(&request.job).arg(&request.stored);
+    let action = "withdrawing a run request";
+    let withdrawn: i64 =
+        command::run_script(client, action, &TAKE_RUN, &invocation, command::TIMEOUT).await?;
+    Ok(withdrawn == 0)
+}
+
+/// The scheduler groups that have a job registry (`SCAN`), sorted.
+pub(crate) async fn groups(client: &LockClient) -> Result<Vec<String>, ControlError> {
+    let action = "listing scheduler groups";
+    let keys = tokio::time::timeout(
+        command::TIMEOUT,
+        client.scan_keys(&schema::job_registries_pattern(), usize::MAX),
+    )
+    .await
+    .map_err(|_| ControlError::Unavailable(action))?
+    .map_err(|e| command::control_error(action, e))?;
+    let groups: BTreeSet<&str> = keys.iter().filter_map(|k| schema::group_of_registry(k)).collect();
+    Ok(groups.into_iter().map(str::to_owned).collect())
+}
+
+/// A request id unique across processes: time, process and a counter.
+fn request_id(at: DateTime<Utc>) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{:x}-{:x}-{n:x}", at.timestamp_millis(), std::process::id())
+}
+
+/// Looks for "run now" requests every [`RUN_POLL`] and runs the ones this replica takes;
+/// keeps the group's job registry current. Ends when the scheduler stops.
+pub(crate) fn spawn_taker(
+    shared: Arc<Shared>,
+    mut state: watch::Receiver<State>,
+) -> tokio::task::JoinHandle<()> {
+    let span = tracing::debug_span!(parent: None, "scheduler_run_requests", instance = %shared.instance);
+    tokio::spawn(
+        async move {
+            let mut registered: BTreeSet<Arc<str>> = BTreeSet::new();
+            let mut failing = false;
+            loop {
+                match poll(&shared, &mut registered).await {
+                    Ok(()) => failing = false,
+                    Err(e) if !failing => {
+                        failing = true;
+                        tracing::warn!(error = %ErrorChain(&e), "could not look for run-now requests; retrying");
+                    }
+                    Err(_) => {}
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(RUN_POLL) => {}
+                    changed = state.changed() => {
+                        if changed.is_err() || state.borrow().deadline().is_some() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        .instrument(span),
+    )
+}
+
+/// One look: the pending requests and whether the registry exists, in one round trip; then
+/// the registry rewritten if it is gone or the jobs changed, and each request for one of our
+/// jobs taken (one replica wins it) and run.
+async fn poll(shared: &Arc<Shared>, registered: &mut BTreeSet<Arc<str>>) -> Result<(), ControlError> {
+    let (jobs_key, runs_key) = (shared.members.jobs_key(), shared.members.runs_key());
+    let mut pipe = redis::pipe();
+    pipe.cmd("HGETALL").arg(runs_key).cmd("EXISTS").arg(jobs_key);
+    let (requests, exists): (HashMap<String, String>, bool) =
+        command::query_within(&shared.client, "looking for run-now requests", &pipe, RUN_POLL * 4).await?;
+    let jobs = shared.jobs();
+    let now: BTreeSet<Arc<str>> = jobs.iter().map(|j| j.name.clone()).collect();
+    if !exists || now != *registered {
+        let mut pipe = redis::pipe();
+        for gone in registered.difference(&now) {
+            pipe.cmd("HDEL").arg(jobs_key).arg(&**gone).ignore();
+        }
+        if !jobs.is_empty() {
+            let hset = pipe.cmd("HSET").arg(jobs_key);
+            for job in &jobs {
+                let entry =
+                    schema::registry_entry(job.schedule.expression(), job.schedule.time_zone().name());
+                hset.arg(&*job.name).arg(entry);
+            }
+            hset.ignore();
+            pipe.cmd("PEXPIRE").arg(jobs_key).arg(MEMBER_TTL.as_millis() as u64).ignore();
+        }
+        command::query_within::<()>(&shared.client, "registering this replica's jobs", &pipe, RUN_POLL * 4)
+            .await?;
+        *registered = now;
+    }
+    for (name, stored) in requests {
+        let Some(job) = jobs.iter().find(|j| *j.name == *name) else { continue };
+        let Some((id, by, at_ms)) = schema::parse_run_request(&stored) else { continue };
+        let mut invocation = TAKE_RUN.key(runs_key);
+        invocation.arg(&name).arg(&stored);
+        let taken: i64 = command::run_script(
+            &shared.client,
+            "taking a run-now request",
+            &TAKE_RUN,
+            &invocation,
+            RUN_POLL * 4,
+        )
+        .await?;
+        if taken == 1 {
+            tracing::info!(job = %name, request = id, by, "took a run-now request");
+            let manual = Manual { id: id.into(), by: by.into(), at_ms };
+            drop(run::spawn_manual(shared, job, manual));
+        }
+    }
+    Ok(())
+}

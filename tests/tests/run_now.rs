@@ -1,0 +1,150 @@
+//! "Run now" against a real redis-server with three scheduler replicas: exactly one replica
+//! runs each request, once, through the job's lock; the history says who asked; a running job
+//! is skipped and reported; no replica, no job or a bad name get their own errors.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use lock_core::LockClient;
+use scheduler::{ControlError, Job, Scheduler, SchedulerHandle};
+use tests::harness::{RedisServer, init_tracing, wait_until};
+use tokio::sync::Semaphore;
+
+fn client(server: &RedisServer, instance: &str) -> LockClient {
+    LockClient::builder()
+        .url(server.url())
+        .instance_id(instance)
+        .command_timeout(Duration::from_millis(500))
+        .build()
+        .expect("valid client configuration")
+}
+
+/// A job on a yearly cron (so only manual runs happen during the test) under a lock, counting
+/// its runs; each run first takes a permit from `gate` (closed: the run blocks).
+fn job(runs: &Arc<AtomicUsize>, gate: &Arc<Semaphore>) -> Job {
+    let (runs, gate) = (runs.clone(), gate.clone());
+    Job::new("report", "0 0 0 1 1 *", move || {
+        let (runs, gate) = (runs.clone(), gate.clone());
+        async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            let _permit = gate.acquire().await.map_err(|e| e.to_string())?;
+            Ok::<(), String>(())
+        }
+    })
+    .lock("lock:run-now:report")
+}
+
+async fn replicas(
+    server: &RedisServer,
+    runs: &Arc<AtomicUsize>,
+    gate: &Arc<Semaphore>,
+) -> Vec<SchedulerHandle> {
+    let mut handles = Vec::new();
+    for instance in ["pod-a", "pod-b", "pod-c"] {
+        let scheduler = Scheduler::builder().client(client(server, instance)).job(job(runs, gate)).build();
+        handles.push(scheduler.expect("valid scheduler").start().await.expect("scheduler starts"));
+    }
+    handles
+}
+
+/// Waits up to `timeout` until the job's history holds `n` manual runs.
+async fn manual_runs_reach(client: &LockClient, n: usize, timeout: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while tokio::time::Instant::now() < deadline {
+        if manual_runs(client).await.len() >= n {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// The manual runs in the job's history: (request id, requested by, outcome).
+async fn manual_runs(client: &LockClient) -> Vec<(String, String, String)> {
+    let history = scheduler::history(client, "report", 100).await.expect("history");
+    history.into_iter().filter_map(|e| Some((e.request?, e.manual_by?, e.outcome))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_runs_once_on_one_replica_and_is_recorded() {
+    init_tracing();
+    let server = RedisServer::start();
+    let (runs, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Semaphore::new(1_000)));
+    let handles = replicas(&server, &runs, &gate).await;
+    let operator = client(&server, "operator");
+
+    let request = scheduler::run_now(&operator, "report", "ana").await.expect("a replica takes it");
+    assert_eq!((request.job.as_str(), request.by.as_str()), ("report", "ana"));
+    assert!(manual_runs_reach(&operator, 1, Duration::from_secs(5)).await);
+    assert_eq!(manual_runs(&operator).await, [(request.id.clone(), "ana".into(), "ran".into())]);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "one replica ran it");
+    assert_eq!(server.cli(&["HLEN", &scheduler::schema::runs_key(scheduler::DEFAULT_GROUP)]), "0");
+
+    // Requests from several operators at once: each one accepted runs (or is reported
+    // skipped) exactly once; the others are told a run is already pending.
+    let mut accepted = 1;
+    for round in 0..5 {
+        let asks = (0..4).map(|i| {
+            let operator = operator.clone();
+            tokio::spawn(
+                async move { scheduler::run_now(&operator, "report", &format!("op-{round}-{i}")).await },
+            )
+        });
+        for ask in futures_util::future::join_all(asks).await {
+            match ask.expect("task") {
+                Ok(_) => accepted += 1,
+                Err(ControlError::RunPending { .. }) => {}
+                Err(e) => panic!("unexpected: {e}"),
+            }
+        }
+        let want = accepted;
+        assert!(manual_runs_reach(&operator, want, Duration::from_secs(5)).await);
+    }
+    let recorded = manual_runs(&operator).await;
+    let ran = recorded.iter().filter(|(_, _, outcome)| outcome == "ran").count();
+    assert_eq!(recorded.len(), accepted, "one history entry per accepted request: {recorded:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), ran, "every entry that says ran ran once: {recorded:?}");
+    let ids: std::collections::BTreeSet<&str> = recorded.iter().map(|(id, _, _)| id.as_str()).collect();
+    assert_eq!(ids.len(), accepted, "no request ran twice");
+    for handle in handles {
+        handle.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_is_skipped_and_reported_and_errors_say_why() {
+    init_tracing();
+    let server = RedisServer::start();
+    let (runs, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Semaphore::new(0)));
+    let handles = replicas(&server, &runs, &gate).await;
+    let operator = client(&server, "operator");
+
+    scheduler::run_now(&operator, "report", "ana").await.expect("taken");
+    assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 1).await, "started");
+    // Blocked in its body, holding the job's lock: the next request is taken and skipped.
+    scheduler::run_now(&operator, "report", "bo").await.expect("taken");
+    assert!(manual_runs_reach(&operator, 1, Duration::from_secs(5)).await);
+    let skipped = manual_runs(&operator).await;
+    assert_eq!(skipped[0].1, "bo");
+    assert!(skipped[0].2.starts_with("skipped"), "{skipped:?}");
+    gate.add_permits(10);
+    assert!(manual_runs_reach(&operator, 2, Duration::from_secs(5)).await);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the skipped request did not run the job");
+
+    match scheduler::run_now(&operator, "no-such-job", "ana").await {
+        Err(ControlError::UnknownJob { job }) => assert_eq!(job, "no-such-job"),
+        other => panic!("unknown job: {other:?}"),
+    }
+    assert!(matches!(scheduler::run_now(&operator, "a\nb", "ana").await, Err(ControlError::InvalidJob(_))));
+    for handle in handles {
+        handle.shutdown().await;
+    }
+    // The replicas left their group; the registry outlives them for a few seconds.
+    match scheduler::run_now(&operator, "report", "ana").await {
+        Err(e @ ControlError::NoLiveReplica { .. }) => {
+            assert!(e.to_string().contains("no live scheduler replica"), "{e}")
+        }
+        other => panic!("no replica: {other:?}"),
+    }
+}
