@@ -71,7 +71,7 @@ fn record_missed_is_set_once_per_tick_and_never_goes_back() {
 fn a_run_request_needs_the_job_and_a_live_member_and_is_taken_once() {
     let (server, mut con) = start();
     let (members, jobs, runs) = (members_key("g"), jobs_key("g"), runs_key("g"));
-    let mut request = |con: &mut Connection, job: &str, value: &str| -> i64 {
+    let request = |con: &mut Connection, job: &str, value: &str| -> i64 {
         REQUEST_RUN
             .key(&members)
             .key(&jobs)
@@ -93,7 +93,7 @@ fn a_run_request_needs_the_job_and_a_live_member_and_is_taken_once() {
     let pttl: i64 = con.pttl(&runs).expect("PTTL");
     assert!((9_000..=10_000).contains(&pttl), "requests expire: {pttl}");
     assert_eq!(request(&mut con, "report", &run_request("r2", "bo", 2)), 0, "one pending per job");
-    let mut take = |con: &mut Connection, value: &str| -> i64 {
+    let take = |con: &mut Connection, value: &str| -> i64 {
         TAKE_RUN.key(&runs).arg("report").arg(value).invoke(con).expect("take_run script")
     };
     assert_eq!(take(&mut con, &run_request("r2", "bo", 2)), 0, "not the pending request");
