@@ -97,10 +97,11 @@ impl Releaser {
         // release with no minimum hold) and this client's last release of the key found
         // nobody queued. It replies -1, changing nothing, when callers queued; the full
         // release then hands over: one more round trip, only when contention starts.
-        let own = state
-            .hold
-            .release_own(&state.key, &state.token, keep_ms)
-            .filter(|_| !state.metrics.queued_last());
+        let own = if state.metrics.queued_last() {
+            None
+        } else {
+            state.hold.release_own(&state.key, &state.token, keep_ms)
+        };
         let reply = match own {
             Some(own) => match self.send_release(state, &own, sent_at).await? {
                 Value::Int(-1) => None,

@@ -49,6 +49,18 @@ pub(crate) async fn run_script<T: FromRedisValue>(
     Ok(reply)
 }
 
+/// The keys matching `pattern` (`SCAN`, never `KEYS`), within [`TIMEOUT`].
+pub(crate) async fn scan(
+    client: &LockClient,
+    action: &'static str,
+    pattern: &str,
+) -> Result<Vec<String>, ControlError> {
+    tokio::time::timeout(TIMEOUT, client.scan_keys(pattern, usize::MAX))
+        .await
+        .map_err(|_| ControlError::Unavailable(action))?
+        .map_err(|e| control_error(action, e))
+}
+
 pub(crate) fn control_error(action: &'static str, e: LockError) -> ControlError {
     match e {
         LockError::Redis { source, .. } | LockError::Auth { source, .. } => {

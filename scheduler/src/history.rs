@@ -71,13 +71,7 @@ fn entry(id: String, fields: Vec<(String, String)>) -> HistoryEntry {
 
 /// The jobs that have a run history or a pause flag in Redis (`SCAN`, never `KEYS`), sorted.
 pub async fn jobs(client: &LockClient) -> Result<Vec<String>, ControlError> {
-    let action = "listing jobs";
-    let pattern = schema::job_keys_pattern();
-    let scan = client.scan_keys(&pattern, usize::MAX);
-    let keys = tokio::time::timeout(command::TIMEOUT, scan)
-        .await
-        .map_err(|_| ControlError::Unavailable(action))?
-        .map_err(|e| command::control_error(action, e))?;
+    let keys = command::scan(client, "listing jobs", &schema::job_keys_pattern()).await?;
     let names: std::collections::BTreeSet<&str> =
         keys.iter().filter_map(|key| schema::job_of_key(key)).collect();
     Ok(names.into_iter().map(str::to_owned).collect())

@@ -127,14 +127,7 @@ pub async fn wait_taken(
 
 /// The scheduler groups that have a job registry (`SCAN`), sorted.
 pub(crate) async fn groups(client: &LockClient) -> Result<Vec<String>, ControlError> {
-    let action = "listing scheduler groups";
-    let keys = tokio::time::timeout(
-        command::TIMEOUT,
-        client.scan_keys(&schema::job_registries_pattern(), usize::MAX),
-    )
-    .await
-    .map_err(|_| ControlError::Unavailable(action))?
-    .map_err(|e| command::control_error(action, e))?;
+    let keys = command::scan(client, "listing scheduler groups", &schema::job_registries_pattern()).await?;
     let groups: BTreeSet<&str> = keys.iter().filter_map(|k| schema::group_of_registry(k)).collect();
     Ok(groups.into_iter().map(str::to_owned).collect())
 }

@@ -30,3 +30,14 @@ pub fn init_tracing() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
 }
+
+/// A lock client of `server` named `instance`, with a short (500 ms) command timeout so that
+/// tests of failures settle quickly.
+pub fn client(server: &RedisServer, instance: &str) -> lock_core::LockClient {
+    lock_core::LockClient::builder()
+        .url(server.url())
+        .instance_id(instance)
+        .command_timeout(std::time::Duration::from_millis(500))
+        .build()
+        .expect("valid client configuration")
+}

@@ -8,19 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use lock_core::{LockClient, LockOptions, schema};
-use tests::harness::{RedisServer, init_tracing, wait_until};
+use tests::harness::{RedisServer, client, init_tracing, wait_until};
 
 fn unix_us() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros())
-}
-
-fn client(server: &RedisServer, instance: &str) -> LockClient {
-    LockClient::builder()
-        .url(server.url())
-        .instance_id(instance)
-        .command_timeout(Duration::from_millis(500))
-        .build()
-        .expect("valid client configuration")
 }
 
 fn signal(pid: u32, signal: &str) {

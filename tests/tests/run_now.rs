@@ -8,17 +8,8 @@ use std::time::Duration;
 
 use lock_core::LockClient;
 use scheduler::{ControlError, Job, Scheduler, SchedulerHandle};
-use tests::harness::{RedisServer, init_tracing, wait_until};
+use tests::harness::{RedisServer, client, init_tracing, wait_until};
 use tokio::sync::Semaphore;
-
-fn client(server: &RedisServer, instance: &str) -> LockClient {
-    LockClient::builder()
-        .url(server.url())
-        .instance_id(instance)
-        .command_timeout(Duration::from_millis(500))
-        .build()
-        .expect("valid client configuration")
-}
 
 /// A job on a yearly cron (so only manual runs happen during the test) under a lock, counting
 /// its runs; each run first takes a permit from `gate` (closed: the run blocks).

@@ -5,19 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::LockClient;
 use scheduler::chrono::Utc;
 use scheduler::{CatchUp, Job, RunContext, Scheduler, SchedulerHandle};
-use tests::harness::{RedisServer, init_tracing, wait_until};
-
-fn client(server: &RedisServer, instance: &str) -> LockClient {
-    LockClient::builder()
-        .url(server.url())
-        .instance_id(instance)
-        .command_timeout(Duration::from_millis(500))
-        .build()
-        .expect("valid client configuration")
-}
+use tests::harness::{RedisServer, client, init_tracing, wait_until};
 
 /// Every run: (job, tick, instance).
 type Runs = Arc<Mutex<Vec<(String, i64, String)>>>;

@@ -8,20 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::LockClient;
 use scheduler::chrono::Utc;
 use scheduler::{Job, RunContext, RunOutcome, RunReport, Scheduler, SchedulerError, SchedulerHandle};
-use tests::harness::{RedisServer, init_tracing, wait_until};
+use tests::harness::{RedisServer, client, init_tracing, wait_until};
 use tokio::sync::broadcast::error::RecvError;
-
-fn client(server: &RedisServer, instance: &str) -> LockClient {
-    LockClient::builder()
-        .url(server.url())
-        .instance_id(instance)
-        .command_timeout(Duration::from_millis(500))
-        .build()
-        .expect("valid client configuration")
-}
 
 type Reports = Arc<Mutex<Vec<RunReport>>>;
 
