@@ -204,8 +204,8 @@ impl SchedulerHandle {
     }
 
     /// Stops firing, waits for the timer (which waits for or cancels the running jobs),
-    /// moving its deadline to now if `force` resolves first; then flushes the releases of
-    /// cancelled runs' locks.
+    /// moving its deadline to now if `force` resolves first; then flushes the background
+    /// releases (of cancelled runs' locks, and of guards dropped by panicking runs).
     async fn stop<F: Future>(mut self, force: F) -> ShutdownReport {
         let now = Instant::now();
         // A grace too long to represent ("wait forever") waits for decades.
@@ -220,9 +220,9 @@ impl SchedulerHandle {
             }
         }
         report.forced = forced;
-        if !report.cancelled.is_empty() {
-            self.flush_releases().await;
-        }
+        // Always: a run that finished by panicking (or a job that dropped a guard) left its
+        // release in the background too, and the caller may drop the runtime next.
+        self.flush_releases().await;
         tracing::info!(
             instance = %self.shared.instance,
             finished = report.finished.len(),
@@ -275,8 +275,9 @@ impl SchedulerHandle {
         self.state.send_replace(State::Stopping(Instant::now()));
     }
 
-    /// Waits (bounded) for the background releases of cancelled runs' locks, so they are
-    /// freed now rather than at the end of their leases once the caller drops the runtime.
+    /// Waits (bounded) for the background releases (cancelled runs' locks, guards dropped by
+    /// panics), so they are freed now rather than at the end of their leases once the caller
+    /// drops the runtime.
     async fn flush_releases(&self) {
         // Annotated fns take their locks through the installed default client.
         let mut clients = vec![self.shared.client.clone()];
@@ -285,7 +286,7 @@ impl SchedulerHandle {
             if !client.flush_releases(RELEASE_FLUSH).await {
                 tracing::warn!(
                     instance = %self.shared.instance,
-                    "some locks of cancelled jobs were not released in time; they expire at the end of their leases"
+                    "some locks were not released in time; they expire at the end of their leases"
                 );
             }
         }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use lock_core::{ErrorChain, LockClient, redis};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
 use crate::command::{self, query};
@@ -25,6 +25,7 @@ use crate::schema::{
 };
 use crate::shared::{Manual, Shared};
 use crate::state::State;
+use crate::timer::Command;
 
 /// A "run now" request, as [`run_now`] and [`request_run`] return it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,6 +145,7 @@ fn request_id(at: DateTime<Utc>) -> String {
 pub(crate) fn spawn_taker(
     shared: Arc<Shared>,
     mut state: watch::Receiver<State>,
+    timer: mpsc::UnboundedSender<Command>,
 ) -> tokio::task::JoinHandle<()> {
     let span = tracing::debug_span!(parent: None, "scheduler_run_requests", instance = %shared.instance);
     tokio::spawn(
@@ -151,7 +153,7 @@ pub(crate) fn spawn_taker(
             let mut registered: BTreeSet<Arc<str>> = BTreeSet::new();
             let mut failing = false;
             loop {
-                match poll(&shared, &mut registered).await {
+                match poll(&shared, &mut registered, &timer).await {
                     Ok(()) => failing = false,
                     Err(e) if !failing => {
                         failing = true;
@@ -176,7 +178,11 @@ pub(crate) fn spawn_taker(
 /// One look: the pending requests and whether the registry exists, in one round trip; then
 /// the registry rewritten if it is gone or the jobs changed, and each request for one of our
 /// jobs taken (one replica wins it) and run.
-async fn poll(shared: &Arc<Shared>, registered: &mut BTreeSet<Arc<str>>) -> Result<(), ControlError> {
+async fn poll(
+    shared: &Arc<Shared>,
+    registered: &mut BTreeSet<Arc<str>>,
+    timer: &mpsc::UnboundedSender<Command>,
+) -> Result<(), ControlError> {
     let (jobs_key, runs_key) = (shared.members.jobs_key(), shared.members.runs_key());
     let mut pipe = redis::pipe();
     pipe.cmd("HGETALL").arg(runs_key).cmd("EXISTS").arg(jobs_key);
@@ -219,7 +225,10 @@ async fn poll(shared: &Arc<Shared>, registered: &mut BTreeSet<Arc<str>>) -> Resu
         if taken == 1 {
             tracing::info!(job = %name, request = id, by, "took a run-now request");
             let manual = Manual { id: id.into(), by: by.into(), at_ms };
-            drop(run::spawn_manual(shared, job, manual));
+            let run = run::spawn_manual(shared, job, manual);
+            // Waited for (or cancelled) at shutdown; if the timer is already gone, the run
+            // goes on detached, as the shutdown it missed had nothing to wait for.
+            let _ = timer.send(Command::Adopt(job.clone(), run));
         }
     }
     Ok(())

@@ -167,11 +167,7 @@ async fn run(
 /// as a slot's run, but claiming no tick (the slots' own runs are unaffected) and whether or
 /// not the job is paused (someone asked for this run). Skipped, and recorded as such, when a
 /// run of the job is in flight here or its lock is held elsewhere.
-pub(crate) fn spawn_manual(
-    shared: &Arc<Shared>,
-    job: &Arc<JobEntry>,
-    manual: Manual,
-) -> JoinHandle<RunOutcome> {
+pub(crate) fn spawn_manual(shared: &Arc<Shared>, job: &Arc<JobEntry>, manual: Manual) -> Running {
     let requested = DateTime::from_timestamp_millis(manual.at_ms).unwrap_or_else(|| shared.clock.now());
     let local = requested.with_timezone(&job.schedule.time_zone());
     let span = tracing::info_span!(
@@ -185,10 +181,10 @@ pub(crate) fn spawn_manual(
         duration_ms = tracing::field::Empty,
     );
     let ctx = RunContext { job: job.name.clone(), slot: local, instance: shared.instance.clone() };
+    let fired_at = shared.clock.now();
     let (shared, job) = (shared.clone(), job.clone());
-    tokio::spawn(
+    let handle = tokio::spawn(
         async move {
-            let fired_at = shared.clock.now();
             let started = Instant::now();
             let outcome = if job.running.load(Ordering::SeqCst) {
                 RunOutcome::SkippedStillRunning
@@ -214,8 +210,9 @@ pub(crate) fn spawn_manual(
             shared.report_run(&job, requested, fired_at, outcome.clone(), duration, Some(&manual.by));
             outcome
         }
-        .instrument(span),
-    )
+        .instrument(span.clone()),
+    );
+    Running { handle, slot: requested, fired_at, span }
 }
 
 /// Runs the job's future inside `tick::scope(tick)` (so the outermost lock claims the tick;

@@ -213,7 +213,7 @@ impl Scheduler {
         // Slots up to now are not ours, whenever the timer first gets to run.
         let started = truncate(self.shared.clock.now());
         self.shared.with_registry(|registry| registry.clone_from(&self.jobs));
-        manual::spawn_taker(self.shared.clone(), state_rx.clone());
+        manual::spawn_taker(self.shared.clone(), state_rx.clone(), commands_tx.clone());
         let (resync_tx, resync_rx) = mpsc::unbounded_channel();
         let _ = self.shared.resync.set(resync_tx);
         let floors = timer::first_floors(&self.shared, &self.jobs, started).await;

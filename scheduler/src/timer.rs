@@ -62,6 +62,9 @@ pub(crate) enum Command {
     /// Stop scheduling a job; its run in flight, if any, goes on (and is waited for at
     /// shutdown).
     Remove(Arc<str>),
+    /// Keep track of a run started outside the schedule (a "run now" request this replica
+    /// took), so that shutdown waits for it, or cancels it, like a slot's run.
+    Adopt(Arc<JobEntry>, Running),
 }
 
 /// What the timer listens to besides the clock and the scheduler's state.
@@ -338,6 +341,10 @@ impl Timer {
                     tracing::info!(job = %name, "job removed");
                     self.orphan(job);
                 }
+            }
+            Command::Adopt(entry, run) => {
+                self.orphans.retain(|(_, run)| !run.is_finished());
+                self.orphans.push((entry, run));
             }
         }
     }

@@ -139,3 +139,26 @@ async fn a_running_job_is_skipped_and_reported_and_errors_say_why() {
         other => panic!("no replica: {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_waits_for_or_cancels_a_manual_run_in_flight() {
+    init_tracing();
+    let server = RedisServer::start();
+    let (runs, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Semaphore::new(0)));
+    let handles = replicas(&server, &runs, &gate).await;
+    let operator = client(&server, "operator");
+
+    scheduler::run_now(&operator, "report", "ana").await.expect("taken");
+    assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 1).await, "started");
+    assert_ne!(server.cli(&["GET", "lock:run-now:report"]), "(nil)", "the run holds the job's lock");
+    // A forced shutdown cancels the blocked run on whichever replica took it, and frees its
+    // lock; a graceful one would wait for it like for a slot's run.
+    let mut cancelled = Vec::new();
+    for handle in handles {
+        let report = handle.shutdown_forced_by(std::future::ready(())).await;
+        cancelled.extend(report.cancelled);
+    }
+    assert_eq!(cancelled, ["report"], "exactly one replica had the manual run in flight");
+    assert_eq!(server.cli(&["GET", "lock:run-now:report"]), "(nil)", "its lock was released");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
