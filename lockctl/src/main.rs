@@ -12,6 +12,10 @@
 //!   history <job> [-n N]  a job's last runs, newest first
 //!   pause <job>           pause a job on every replica
 //!   resume <job>          resume it
+//!   run <job>             one live replica runs the job once, now (through its lock)
+//!   serve [--listen A] [--read-only]
+//!                         the admin console (web page + JSON API) on A (127.0.0.1:8088);
+//!                         actions need the bearer token in LOCKCTL_ADMIN_TOKEN
 //! ```
 //!
 //! Exit codes: 0 done; 1 nothing there (`show`/`unlock`: the lock is free, `resume`: the job
@@ -21,10 +25,12 @@
 mod format;
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use lock_console::json::{history_entry, kind_name, lock_info, lock_summary};
 use lock_core::{ErrorChain, LockClient, LockError, inspect};
 use serde_json::{Value, json};
 
@@ -111,6 +117,31 @@ enum Command {
         /// The job's name.
         job: String,
     },
+    /// Run a job once now: exactly one live replica of its scheduler group takes the request
+    /// (within about a second) and runs it through the job's lock; recorded in its history as
+    /// a manual run by you.
+    Run {
+        /// The job's name.
+        job: String,
+    },
+    /// Serve the admin console: a web page and a JSON API (GET /api/openapi.json) for locks,
+    /// jobs and replicas. Reads are open on the address; actions (unlock, pause, resume, run)
+    /// need `Authorization: Bearer $LOCKCTL_ADMIN_TOKEN`, and are refused without a token.
+    Serve {
+        /// The address to listen on. Loopback by default: expose it only behind a proxy that
+        /// adds TLS and access control.
+        #[arg(long, default_value = "127.0.0.1:8088")]
+        listen: SocketAddr,
+        /// Refuse every action (403), token or not.
+        #[arg(long)]
+        read_only: bool,
+        /// The bearer token actions need (at least 16 characters).
+        #[arg(long, env = "LOCKCTL_ADMIN_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// The locks page's default pattern.
+        #[arg(long, default_value = "*")]
+        lock_pattern: String,
+    },
 }
 
 /// Why a command failed, with its exit code. Printed with its whole chain of causes, each
@@ -130,6 +161,18 @@ enum CtlError {
     /// The runtime could not start.
     #[error("cannot start the runtime")]
     Runtime(#[source] std::io::Error),
+    /// The console's configuration was refused.
+    #[error(transparent)]
+    Console(#[from] lock_console::ConsoleError),
+    /// The console could not listen or serve.
+    #[error("the console on {addr} failed")]
+    Serve {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl CtlError {
@@ -139,7 +182,10 @@ impl CtlError {
             | CtlError::Lock(
                 LockError::InvalidKey { .. } | LockError::Config(_) | LockError::InvalidOptions(_),
             )
-            | CtlError::Control(scheduler::ControlError::InvalidJob(_)) => USAGE,
+            | CtlError::Control(
+                scheduler::ControlError::InvalidJob(_) | scheduler::ControlError::UnknownJob { .. },
+            )
+            | CtlError::Console(_) => USAGE,
             _ => REDIS,
         }
     }
@@ -197,13 +243,16 @@ async fn run(cli: Cli) -> Result<Output, CtlError> {
         Command::Jobs => jobs(&client).await,
         Command::History { job, count } => history(&client, &job, count).await,
         Command::Pause { job } => {
-            let by = format!("lockctl@{}", std::env::var("USER").unwrap_or_else(|_| "operator".into()));
-            scheduler::pause_by(&client, &job, &by).await?;
+            scheduler::pause_by(&client, &job, &operator()).await?;
             Ok(Output {
                 json: json!({ "job": job, "paused": true }),
                 text: format!("paused {job}: every replica skips its slots until `lockctl resume {job}`\n"),
                 code: OK,
             })
+        }
+        Command::Run { job } => run_now(&client, &job).await,
+        Command::Serve { listen, read_only, token, lock_pattern } => {
+            serve(client, listen, read_only, token, lock_pattern).await
         }
         Command::Resume { job } => {
             let was_paused = scheduler::resume(&client, &job).await?;
@@ -213,25 +262,6 @@ async fn run(cli: Cli) -> Result<Output, CtlError> {
                 code: if was_paused { OK } else { NOTHING },
             })
         }
-    }
-}
-
-fn holder_json(holder: &inspect::Holder) -> Value {
-    json!({
-        "token": holder.token,
-        "instance": holder.instance,
-        "liveness_key": holder.liveness_key,
-        "alive": holder.alive,
-        "released": holder.released,
-        "expires_in_ms": holder.expires_in.map(|d| d.as_millis() as u64),
-    })
-}
-
-fn kind_name(kind: inspect::LockKind) -> &'static str {
-    match kind {
-        inspect::LockKind::Semaphore { .. } => "semaphore",
-        inspect::LockKind::RwLock => "rw-lock",
-        _ => "lock",
     }
 }
 
@@ -249,30 +279,7 @@ async fn show(client: &LockClient, key: &str) -> Result<Output, CtlError> {
         inspect::LockKind::Semaphore { permits } => permits,
         _ => None,
     };
-    let json = json!({
-        "key": info.key,
-        "kind": kind_name(info.kind),
-        "permits": permits,
-        "held": info.is_held(),
-        "holder": info.holder.as_ref().map(holder_json),
-        "holders": info.holders.iter().map(holder_json).collect::<Vec<_>>(),
-        "ttl_ms": info.ttl.map(|d| d.as_millis() as u64),
-        "fence": info.fence,
-        "last_tick": info.last_tick,
-        "waiters": info.waiters.iter().map(|w| json!({
-            "token": w.token,
-            "ticket_until_ms": w.ticket_until_ms,
-            "ticket_remaining_ms": w.ticket_remaining.map(|d| d.as_millis() as u64),
-            "live": w.live,
-        })).collect::<Vec<_>>(),
-        "live_waiters": info.live_waiters(),
-        "lapsed_waiters": info.waiters.len() - info.live_waiters(),
-        "handoffs": info.handoffs.iter().map(|h| json!({
-            "client_id": h.client_id,
-            "deadline_ms": h.deadline_ms,
-            "lapsed": h.lapsed,
-        })).collect::<Vec<_>>(),
-    });
+    let json = lock_info(&info);
     let mut text = String::new();
     let line = |text: &mut String, name: &str, value: &str| text.push_str(&format!("{name:<11}{value}\n"));
     line(&mut text, "key:", &info.key);
@@ -333,20 +340,7 @@ async fn list(client: &LockClient, pattern: &str, limit: usize) -> Result<Output
         return Err(CtlError::Usage("the pattern is empty or contains control characters".into()));
     }
     let locks = client.list_locks(pattern, limit).await?;
-    let json = Value::Array(
-        locks
-            .iter()
-            .map(|l| {
-                json!({
-                    "key": l.key,
-                    "kind": kind_name(l.kind),
-                    "holder": holder_json(&l.holder),
-                    "holders": l.holders,
-                    "ttl_ms": l.ttl.map(|d| d.as_millis() as u64),
-                })
-            })
-            .collect(),
-    );
+    let json = Value::Array(locks.iter().map(lock_summary).collect());
     let rows: Vec<Vec<String>> = locks
         .iter()
         .map(|l| {
@@ -499,7 +493,7 @@ async fn jobs(client: &LockClient) -> Result<Output, CtlError> {
             "job": name,
             "paused": paused.paused.is_some(),
             "paused_info": paused.paused,
-            "last_run": last.as_ref().map(entry_json),
+            "last_run": last.as_ref().map(history_entry),
         }));
         rows.push(vec![
             name.clone(),
@@ -512,18 +506,6 @@ async fn jobs(client: &LockClient) -> Result<Output, CtlError> {
     }
     let text = format::table(&["JOB", "PAUSED", "LAST SLOT", "INSTANCE", "OUTCOME", "DURATION"], &rows);
     Ok(Output { json: Value::Array(json), text, code: if names.is_empty() { NOTHING } else { OK } })
-}
-
-fn entry_json(e: &scheduler::HistoryEntry) -> Value {
-    json!({
-        "id": e.id,
-        "tick": e.tick,
-        "slot": e.slot.map(|s| s.to_rfc3339()),
-        "instance": e.instance,
-        "outcome": e.outcome,
-        "duration_ms": e.duration.as_millis() as u64,
-        "error": e.error,
-    })
 }
 
 async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output, CtlError> {
@@ -542,8 +524,65 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
         .collect();
     let text = format::table(&["SLOT", "INSTANCE", "OUTCOME", "DURATION", "ERROR"], &rows);
     Ok(Output {
-        json: json!({ "job": job, "runs": entries.iter().map(entry_json).collect::<Vec<_>>() }),
+        json: json!({ "job": job, "runs": entries.iter().map(history_entry).collect::<Vec<_>>() }),
         text,
         code: if entries.is_empty() { NOTHING } else { OK },
     })
+}
+
+/// `lockctl run <job>`.
+async fn run_now(client: &LockClient, job: &str) -> Result<Output, CtlError> {
+    let request = scheduler::run_now(client, job, &operator()).await?;
+    Ok(Output {
+        json: lock_console::json::run_request(&request),
+        text: format!(
+            "a replica of group {} took the request {} to run {job}; `lockctl history {job}` shows the run\n",
+            request.group, request.id
+        ),
+        code: OK,
+    })
+}
+
+/// Who the pause flag and the history say acted: `lockctl@$USER`.
+fn operator() -> String {
+    format!("lockctl@{}", std::env::var("USER").unwrap_or_else(|_| "operator".into()))
+}
+
+/// `lockctl serve`: the console until SIGINT or SIGTERM.
+async fn serve(
+    client: LockClient,
+    listen: SocketAddr,
+    read_only: bool,
+    token: Option<String>,
+    lock_pattern: String,
+) -> Result<Output, CtlError> {
+    let mut console = lock_console::Console::new(client).read_only(read_only).lock_pattern(lock_pattern);
+    if let Some(token) = token.filter(|t| !t.is_empty()) {
+        console = console.token(token)?;
+    }
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|source| CtlError::Serve { addr: listen, source })?;
+    let addr = listener.local_addr().map_err(|source| CtlError::Serve { addr: listen, source })?;
+    let actions = if read_only {
+        "read-only: actions refused"
+    } else if console.actions_enabled() {
+        "actions need the bearer token from LOCKCTL_ADMIN_TOKEN"
+    } else {
+        "actions disabled: set LOCKCTL_ADMIN_TOKEN to enable them"
+    };
+    eprintln!("lockctl: console on http://{addr}/ ({actions}); Ctrl-C stops it");
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "lockctl: warning: {addr} is not a loopback address; reads are open to anyone who reaches it (put TLS and access control in front)"
+        );
+    }
+    let stop = scheduler::shutdown_signal().map_err(|source| CtlError::Serve { addr, source })?;
+    axum::serve(listener, console.router())
+        .with_graceful_shutdown(async move {
+            stop.await;
+        })
+        .await
+        .map_err(|source| CtlError::Serve { addr, source })?;
+    Ok(Output { json: json!({ "stopped": true }), text: "lockctl: console stopped\n".into(), code: OK })
 }

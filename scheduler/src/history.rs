@@ -48,6 +48,22 @@ pub async fn history(client: &LockClient, job: &str, n: usize) -> Result<Vec<His
     Ok(entries.into_iter().take(n).map(|(id, fields)| entry(id, fields)).collect())
 }
 
+/// The runs of `job` recorded at or after `since` (the entries' ids are their record times),
+/// newest first, at most `n` of them (the history keeps about [`HISTORY_LEN`] in all).
+pub async fn history_since(
+    client: &LockClient,
+    job: &str,
+    since: DateTime<Utc>,
+    n: usize,
+) -> Result<Vec<HistoryEntry>, ControlError> {
+    let key = history_key(job)?;
+    let mut pipe = redis::pipe();
+    let min = since.timestamp_millis().max(0);
+    pipe.cmd("XREVRANGE").arg(&key).arg("+").arg(min).arg("COUNT").arg(n.max(1));
+    let (entries,): (Vec<StreamEntry>,) = query(client, "reading a job's run history", &pipe).await?;
+    Ok(entries.into_iter().take(n).map(|(id, fields)| entry(id, fields)).collect())
+}
+
 /// A stream entry as XRANGE returns it: its id and its field-value pairs.
 type StreamEntry = (String, Vec<(String, String)>);
 

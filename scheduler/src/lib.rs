@@ -2,6 +2,7 @@
 
 mod clock;
 mod command;
+mod directory;
 mod error;
 mod handle;
 mod history;
@@ -25,9 +26,10 @@ pub mod tokio_cron;
 mod validate;
 
 pub use clock::{Clock, OffsetClock, SystemClock};
+pub use directory::{RegisteredJob, Replica, registered_jobs, replicas};
 pub use error::{ControlError, SchedulerError};
 pub use handle::SchedulerHandle;
-pub use history::{HistoryEntry, history, jobs};
+pub use history::{HistoryEntry, history, history_since, jobs};
 pub use job::{Job, JobOutput, RunContext};
 pub use manual::{RunRequest, request_run, run_now, wait_taken};
 pub use pause::{PauseState, pause, pause_by, pause_state, resume};

@@ -1,0 +1,152 @@
+//! The JSON API's handlers (`/api/...`). Each one validates its input, reads or acts through
+//! the console's client, and answers JSON: the shapes of [`crate::json`], or an error.
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::{Value, json};
+
+use crate::Console;
+use crate::auth::check_action;
+use crate::error::ApiError;
+use crate::json;
+use crate::view::{self, LockQuery};
+
+/// The query string's parameters.
+pub(crate) type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
+/// One path parameter.
+pub(crate) type Segment = Result<Path<String>, PathRejection>;
+
+type Reply = Result<Json<Value>, ApiError>;
+
+/// Who the history and the pause flag say acted, for actions through the console.
+const ACTOR: &str = "console";
+
+pub(crate) fn params(params: Params) -> Result<HashMap<String, String>, ApiError> {
+    params.map(|Query(p)| p).map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))
+}
+
+pub(crate) fn segment(segment: Segment) -> Result<String, ApiError> {
+    segment.map(|Path(s)| s).map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))
+}
+
+/// `GET /api/locks?pattern=lock:*&limit=100`
+pub(crate) async fn locks(State(console): State<Console>, query: Params) -> Reply {
+    let query = params(query)?;
+    let query = LockQuery::parse(
+        query.get("pattern").map(String::as_str),
+        query.get("limit").map(String::as_str),
+        &console.inner.lock_pattern,
+    )?;
+    let locks = view::locks(console.client(), &query).await?;
+    Ok(Json(json!({
+        "pattern": query.pattern,
+        "limit": query.limit,
+        "locks": locks.iter().map(json::lock_summary).collect::<Vec<_>>(),
+    })))
+}
+
+/// `GET /api/locks/{key}`
+pub(crate) async fn lock(State(console): State<Console>, key: Segment) -> Reply {
+    let key = segment(key)?;
+    view::check_text("key", &key)?;
+    let info = console.client().inspect(&key).await?;
+    Ok(Json(json::lock_info(&info)))
+}
+
+/// `DELETE /api/locks/{key}[?token=...]`: force-releases the lock (whoever holds it), or the
+/// one hold of a semaphore or read-write lock that `token` names.
+pub(crate) async fn unlock(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    key: Segment,
+    query: Params,
+) -> Reply {
+    check_action(&console, &headers)?;
+    let key = segment(key)?;
+    view::check_text("key", &key)?;
+    let query = params(query)?;
+    let client = console.client();
+    if let Some(token) = query.get("token") {
+        view::check_text("token", token)?;
+        let released = client.force_release(&key, token).await?;
+        tracing::warn!(key = %key, token = %token, released, "console: force-released one hold");
+        return Ok(Json(json!({ "key": key, "released": released, "holder": token })));
+    }
+    let info = client.inspect(&key).await?;
+    if !info.holders.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "token_required",
+            format!(
+                "{key} is a {} with {} holder(s): name the one to release with ?token=<token>",
+                json::kind_name(info.kind),
+                info.holders.len()
+            ),
+        ));
+    }
+    let taken = client.force_unlock(&key).await?;
+    tracing::warn!(key = %key, holder = ?taken, "console: force-unlocked");
+    let instance = taken.as_deref().and_then(lock_core::inspect::parse_token).and_then(|h| h.instance);
+    Ok(Json(json!({ "key": key, "released": taken.is_some(), "holder": taken, "instance": instance })))
+}
+
+/// `GET /api/jobs`
+pub(crate) async fn jobs(State(console): State<Console>) -> Reply {
+    let jobs = view::jobs(console.client()).await?;
+    Ok(Json(json!({ "jobs": jobs.iter().map(view::JobView::to_json).collect::<Vec<_>>() })))
+}
+
+/// `GET /api/jobs/{name}/history?n=100`
+pub(crate) async fn history(State(console): State<Console>, name: Segment, query: Params) -> Reply {
+    let name = segment(name)?;
+    let n = view::history_len(params(query)?.get("n").map(String::as_str))?;
+    let job = view::job(console.client(), &name).await?;
+    let runs = scheduler::history(console.client(), &job.name, n).await?;
+    Ok(Json(json!({ "job": job.name, "runs": runs.iter().map(json::history_entry).collect::<Vec<_>>() })))
+}
+
+/// `POST /api/jobs/{name}/pause`
+pub(crate) async fn pause(State(console): State<Console>, headers: HeaderMap, name: Segment) -> Reply {
+    check_action(&console, &headers)?;
+    let job = view::job(console.client(), &segment(name)?).await?;
+    scheduler::pause_by(console.client(), &job.name, ACTOR).await?;
+    tracing::info!(job = %job.name, "console: paused");
+    Ok(Json(json!({ "job": job.name, "paused": true })))
+}
+
+/// `POST /api/jobs/{name}/resume`
+pub(crate) async fn resume(State(console): State<Console>, headers: HeaderMap, name: Segment) -> Reply {
+    check_action(&console, &headers)?;
+    let job = view::job(console.client(), &segment(name)?).await?;
+    let was_paused = scheduler::resume(console.client(), &job.name).await?;
+    tracing::info!(job = %job.name, was_paused, "console: resumed");
+    Ok(Json(json!({ "job": job.name, "paused": false, "was_paused": was_paused })))
+}
+
+/// `POST /api/jobs/{name}/run`: one live replica runs the job once, now.
+pub(crate) async fn run(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    name: Segment,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    check_action(&console, &headers)?;
+    let name = segment(name)?;
+    let request = scheduler::run_now(console.client(), &name, ACTOR).await?;
+    tracing::info!(job = %name, request = %request.id, "console: run now");
+    Ok((StatusCode::ACCEPTED, Json(json::run_request(&request))))
+}
+
+/// `GET /api/replicas`
+pub(crate) async fn replicas(State(console): State<Console>) -> Reply {
+    let replicas = scheduler::replicas(console.client()).await?;
+    Ok(Json(json!({ "replicas": replicas.iter().map(json::replica).collect::<Vec<_>>() })))
+}
+
+/// Any other `/api/...` path.
+pub(crate) async fn not_found() -> ApiError {
+    ApiError::not_found("no_route", "no such API endpoint: see /api/openapi.json")
+}

@@ -1,0 +1,236 @@
+//! What the pages and the API show, read from Redis once per request: the jobs with their
+//! schedules, pause flags and last runs; the locks a pattern matches; the validated query
+//! parameters both take.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use lock_core::LockClient;
+use lock_core::inspect::LockSummary;
+use scheduler::{HistoryEntry, Schedule};
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::json;
+
+/// Most locks one listing returns.
+pub(crate) const MAX_LIMIT: usize = 1000;
+/// Locks listed when no limit is given.
+pub(crate) const DEFAULT_LIMIT: usize = 100;
+/// Most history entries one request returns (the history keeps about as many).
+pub(crate) const MAX_HISTORY: usize = scheduler::HISTORY_LEN;
+/// History entries returned when no `n` is given.
+pub(crate) const DEFAULT_HISTORY: usize = 100;
+/// Longest accepted pattern or key, in bytes.
+const MAX_INPUT_LEN: usize = 1024;
+
+/// A job as the console shows it.
+pub(crate) struct JobView {
+    pub(crate) name: String,
+    /// `None`: no running group registers it (it has a history or a pause flag only).
+    pub(crate) group: Option<String>,
+    pub(crate) cron: Option<String>,
+    pub(crate) time_zone: Option<String>,
+    pub(crate) next_slot: Option<DateTime<Utc>>,
+    /// Who paused it and when, if it is paused.
+    pub(crate) paused: Option<String>,
+    pub(crate) last: Option<HistoryEntry>,
+    /// Failed and timed-out runs recorded in the last 24 hours.
+    pub(crate) failures_24h: usize,
+}
+
+impl JobView {
+    pub(crate) fn to_json(&self) -> Value {
+        let last = self.last.as_ref();
+        json!({
+            "name": self.name,
+            "group": self.group,
+            "schedule": self.cron,
+            "time_zone": self.time_zone,
+            "next_slot": self.next_slot.map(|t| t.to_rfc3339()),
+            "paused": self.paused.is_some(),
+            "paused_info": self.paused,
+            "last_slot": last.and_then(|e| e.slot).map(|t| t.to_rfc3339()),
+            "last_outcome": last.map(|e| e.outcome.as_str()),
+            "last_duration_ms": last.map(|e| e.duration.as_millis() as u64),
+            "last_instance": last.map(|e| e.instance.as_str()),
+            "last_run": last.map(json::history_entry),
+            "failures_24h": self.failures_24h,
+        })
+    }
+
+    pub(crate) fn failing(&self) -> bool {
+        self.last.as_ref().is_some_and(|e| is_failure(&e.outcome))
+    }
+}
+
+/// Whether a recorded outcome counts as a failure.
+pub(crate) fn is_failure(outcome: &str) -> bool {
+    matches!(outcome, "failed" | "timed out")
+}
+
+/// Every job the scheduler groups register, and those seen only in Redis's histories and
+/// pause flags, sorted by name.
+pub(crate) async fn jobs(client: &LockClient) -> Result<Vec<JobView>, ApiError> {
+    let mut by_name: BTreeMap<String, JobView> = BTreeMap::new();
+    for job in scheduler::registered_jobs(client).await? {
+        let next_slot = Schedule::new(&job.cron, Some(&job.time_zone))
+            .ok()
+            .and_then(|s| s.next_after(Utc::now()))
+            .map(|t| t.with_timezone(&Utc));
+        by_name.entry(job.name.clone()).or_insert(JobView {
+            name: job.name,
+            group: Some(job.group),
+            cron: Some(job.cron),
+            time_zone: Some(job.time_zone),
+            next_slot,
+            paused: None,
+            last: None,
+            failures_24h: 0,
+        });
+    }
+    for name in scheduler::jobs(client).await? {
+        by_name.entry(name.clone()).or_insert(JobView {
+            name,
+            group: None,
+            cron: None,
+            time_zone: None,
+            next_slot: None,
+            paused: None,
+            last: None,
+            failures_24h: 0,
+        });
+    }
+    let since = Utc::now() - TimeDelta::hours(24);
+    for view in by_name.values_mut() {
+        view.paused = scheduler::pause_state(client, &view.name).await?.paused;
+        let recent = scheduler::history_since(client, &view.name, since, MAX_HISTORY).await?;
+        view.failures_24h = recent.iter().filter(|e| is_failure(&e.outcome)).count();
+        view.last = match recent.into_iter().next() {
+            Some(last) => Some(last),
+            None => scheduler::history(client, &view.name, 1).await?.into_iter().next(),
+        };
+    }
+    Ok(by_name.into_values().collect())
+}
+
+/// The job named `name`, or 404 `unknown_job` (400 for a name no job can have).
+pub(crate) async fn job(client: &LockClient, name: &str) -> Result<JobView, ApiError> {
+    if let Some(problem) = scheduler::schema::job_name_problem(name) {
+        return Err(ApiError::bad_request("invalid_job", format!("invalid job name: {problem}")));
+    }
+    jobs(client).await?.into_iter().find(|j| j.name == name).ok_or_else(|| unknown_job(name))
+}
+
+pub(crate) fn unknown_job(name: &str) -> ApiError {
+    ApiError::not_found(
+        "unknown_job",
+        format!("no job `{name}`: no running scheduler registers it and it has no history or pause flag"),
+    )
+}
+
+/// A validated `pattern` and `limit` for listing locks.
+pub(crate) struct LockQuery {
+    pub(crate) pattern: String,
+    pub(crate) limit: usize,
+}
+
+impl LockQuery {
+    /// Checks the caller's `pattern` (or `default`) and `limit`. A pattern with no literal
+    /// prefix (`*`, `?x`, `[ab]*`) would scan every key of the database: it needs an explicit
+    /// `limit`. Limits run from 1 to [`MAX_LIMIT`].
+    pub(crate) fn parse(
+        pattern: Option<&str>,
+        limit: Option<&str>,
+        default: &str,
+    ) -> Result<LockQuery, ApiError> {
+        let given = pattern.filter(|p| !p.is_empty());
+        let pattern = given.unwrap_or(default);
+        check_text("pattern", pattern)?;
+        let limit = match limit {
+            None => None,
+            Some(text) => match text.parse::<usize>() {
+                Ok(n @ 1..=MAX_LIMIT) => Some(n),
+                _ => {
+                    return Err(ApiError::bad_request(
+                        "invalid_limit",
+                        format!("limit must be a whole number from 1 to {MAX_LIMIT}, not `{text}`"),
+                    ));
+                }
+            },
+        };
+        let unbounded = pattern.starts_with(['*', '?', '[']);
+        if unbounded && limit.is_none() && given.is_some() {
+            return Err(ApiError::bad_request(
+                "unbounded_pattern",
+                format!(
+                    "pattern `{pattern}` has no literal prefix, so it scans every key: give a prefix (e.g. lock:*) or an explicit limit (at most {MAX_LIMIT})"
+                ),
+            ));
+        }
+        Ok(LockQuery { pattern: pattern.to_owned(), limit: limit.unwrap_or(DEFAULT_LIMIT) })
+    }
+}
+
+/// The held locks `query` matches.
+pub(crate) async fn locks(client: &LockClient, query: &LockQuery) -> Result<Vec<LockSummary>, ApiError> {
+    Ok(client.list_locks(&query.pattern, query.limit).await?)
+}
+
+/// Refuses an empty, overlong or control-character-holding `what` (a key or pattern).
+pub(crate) fn check_text(what: &str, text: &str) -> Result<(), ApiError> {
+    if text.is_empty() {
+        return Err(ApiError::bad_request("invalid_input", format!("the {what} is empty")));
+    }
+    if text.len() > MAX_INPUT_LEN {
+        return Err(ApiError::bad_request(
+            "invalid_input",
+            format!("the {what} is longer than {MAX_INPUT_LEN} bytes"),
+        ));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(
+            "invalid_input",
+            format!("the {what} contains control characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// A validated history length `n` (1 to [`MAX_HISTORY`], default [`DEFAULT_HISTORY`]).
+pub(crate) fn history_len(n: Option<&str>) -> Result<usize, ApiError> {
+    match n {
+        None => Ok(DEFAULT_HISTORY),
+        Some(text) => match text.parse::<usize>() {
+            Ok(n @ 1..=MAX_HISTORY) => Ok(n),
+            _ => Err(ApiError::bad_request(
+                "invalid_n",
+                format!("n must be a whole number from 1 to {MAX_HISTORY}, not `{text}`"),
+            )),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_and_limits_are_checked() {
+        let ok = LockQuery::parse(Some("lock:*"), None, "*").ok().map(|q| (q.pattern, q.limit));
+        assert_eq!(ok, Some(("lock:*".into(), DEFAULT_LIMIT)));
+        assert_eq!(LockQuery::parse(Some("*"), None, "*").err().map(|e| e.code), Some("unbounded_pattern"));
+        assert!(LockQuery::parse(Some("*"), Some("50"), "*").is_ok(), "an explicit limit bounds it");
+        assert!(LockQuery::parse(None, None, "*").is_ok(), "the console's own default is bounded");
+        for limit in ["0", "1001", "-1", "x", "99999999999999999999999"] {
+            assert_eq!(
+                LockQuery::parse(Some("lock:*"), Some(limit), "*").err().map(|e| e.code),
+                Some("invalid_limit"),
+                "{limit}"
+            );
+        }
+        assert_eq!(LockQuery::parse(Some("a\nb"), None, "*").err().map(|e| e.code), Some("invalid_input"));
+        assert_eq!(history_len(Some("1000000")).err().map(|e| e.code), Some("invalid_n"));
+        assert_eq!(history_len(None).ok(), Some(DEFAULT_HISTORY));
+    }
+}
