@@ -3,6 +3,8 @@
 //! ```sh
 //! cargo run --example daily_report                      # 3 replica processes, 5 ticks, one Redis
 //! cargo run --example daily_report -- --replicas 4 --cron "*/3 * * * * *" --ticks 3
+//! cargo run --example daily_report -- --ticks 100 --admin-port 8088
+//!                                                       # with the admin console on 127.0.0.1:8088
 //! REDIS_URL=redis://127.0.0.1:6379/ cargo run --example daily_report -- --instance pod-1
 //!                                                       # one replica, the way a deployment runs it
 //! ```
@@ -98,6 +100,10 @@ struct Args {
     /// http://127.0.0.1:P/metrics (the demo's replica N uses P + N - 1)
     #[arg(long, value_name = "P")]
     metrics_port: Option<u16>,
+    /// serve the admin console (web page and JSON API) on http://127.0.0.1:P/; actions need
+    /// the token in LOCKCTL_ADMIN_TOKEN (without it, one is generated and printed)
+    #[arg(long, value_name = "P")]
+    admin_port: Option<u16>,
     /// Internal: the first tick (epoch ms) the demo's replicas count, so they all count the
     /// same ticks.
     #[arg(long, value_name = "EPOCH_MS", hide = true, allow_negative_numbers = true)]
@@ -174,6 +180,9 @@ async fn replica(instance: String, args: Args) -> anyhow::Result<()> {
         println!("[{instance}] metrics on http://127.0.0.1:{port}/metrics");
     }
     let client = LockClient::builder().url(redis.url()).instance_id(instance.as_str()).build()?;
+    if let Some(port) = args.admin_port {
+        serve_console(client.clone(), port, &instance).await?;
+    }
     // The annotated fn has no `client = ...`: it uses the installed default.
     client.install_default();
 
@@ -228,6 +237,37 @@ fn serve_metrics(port: u16) -> anyhow::Result<()> {
         .with_http_listener(([127, 0, 0, 1], port))
         .install()
         .with_context(|| format!("serving metrics on 127.0.0.1:{port}"))
+}
+
+/// Serves the admin console on `127.0.0.1:port` in the background, with the token from
+/// `LOCKCTL_ADMIN_TOKEN` or, without one, a random token it prints (a demo; a deployment
+/// sets its own).
+async fn serve_console(client: LockClient, port: u16, who: &str) -> anyhow::Result<()> {
+    let token = match std::env::var("LOCKCTL_ADMIN_TOKEN") {
+        Ok(token) if !token.is_empty() => token,
+        _ => {
+            use std::hash::{BuildHasher, Hasher};
+            let random = |n: u64| {
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_u64(n);
+                h.finish()
+            };
+            let token = format!("{:016x}{:016x}", random(1), random(2));
+            println!("[{who}] admin token (set LOCKCTL_ADMIN_TOKEN to choose one): {token}");
+            token
+        }
+    };
+    let console = lock_console::Console::new(client).token(token)?.lock_pattern("lock:*");
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .with_context(|| format!("serving the admin console on 127.0.0.1:{port}"))?;
+    println!("[{who}] admin console on http://127.0.0.1:{port}/");
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, console.router()).await {
+            eprintln!("the admin console stopped: {e}");
+        }
+    });
+    Ok(())
 }
 
 /// The Redis that `--instance` replicas share: `REDIS_URL`, required.
@@ -413,6 +453,10 @@ async fn demo(args: Args) -> anyhow::Result<()> {
     let schedule = Schedule::new(&cron, args.time_zone.as_deref())?;
     let redis = Redis::start()?;
     ensure_reachable(&redis).await?;
+    if let Some(port) = args.admin_port {
+        let client = LockClient::builder().url(redis.url()).instance_id("demo-console").build()?;
+        serve_console(client, port, "demo").await?;
+    }
 
     // Count ticks from the first slot at least 1.5 s away, so that every replica is up.
     let start = Utc::now() + Duration::from_millis(1500);

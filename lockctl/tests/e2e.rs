@@ -19,6 +19,8 @@ use tokio::process::{Child, Command};
 
 const JOB: &str = "daily-report";
 const KEY: &str = "lock:daily-report";
+/// The admin token of the consoles these tests start.
+const TOKEN: &str = "e2e-admin-token-0123456789";
 
 /// Generous: the machine may be saturated by other work.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -101,16 +103,16 @@ struct Replica {
 
 impl Replica {
     fn start(url: &str, metrics_port: u16) -> Replica {
+        Replica::spawn(url, &["--cron", "* * * * * *", "--metrics-port", &metrics_port.to_string()])
+    }
+
+    /// `daily_report --instance pod-1 <args>`, with [`TOKEN`] as its admin token.
+    fn spawn(url: &str, args: &[&str]) -> Replica {
         let mut child = Command::new(daily_report_binary())
-            .args([
-                "--instance",
-                "pod-1",
-                "--cron",
-                "* * * * * *",
-                "--metrics-port",
-                &metrics_port.to_string(),
-            ])
+            .args(["--instance", "pod-1"])
+            .args(args)
             .env("REDIS_URL", url)
+            .env("LOCKCTL_ADMIN_TOKEN", TOKEN)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -441,4 +443,106 @@ async fn lockctl_shows_and_releases_permits_and_readers() {
     let writer = rw.write(LockOptions::new()).await.expect("the released reader no longer blocks a writer");
     assert!(writer.release().await.expect("release"));
     assert!(p2.release().await.expect("release"));
+}
+
+/// One HTTP/1.1 request to `127.0.0.1:port` (`Connection: close`): (status, body).
+async fn http(port: u16, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: 0\r\n{auth}\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("read");
+    let status = response.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_now_and_the_console_reach_a_running_replica() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let admin_port = redis_fixture::free_port().expect("a free port");
+    // Daily at 02:00: only "run now" runs it during the test.
+    let mut replica =
+        Replica::spawn(&url, &["--cron", "0 0 2 * * *", "--admin-port", &admin_port.to_string()]);
+    replica.line_containing(&format!("admin console on http://127.0.0.1:{admin_port}/")).await;
+    replica.line_containing("scheduling the daily report").await;
+
+    // lockctl run: the replica runs it once, recorded as asked for by lockctl.
+    // (Until the replica's first registration lands, the job is unknown and nothing runs.)
+    let stdout = eventually("lockctl run taken", async || {
+        let (code, stdout, stderr) = lockctl(&url, &["run", JOB], "").await;
+        assert!(code == 0 || stderr.contains("no scheduler replica has a job"), "{stdout}{stderr}");
+        (code == 0).then_some(stdout)
+    })
+    .await;
+    assert!(stdout.contains("took the request") && stdout.contains(JOB), "{stdout}");
+    replica.line_containing("[pod-1] Starting daily report generation").await;
+    let run = eventually("the manual run in the history", async || {
+        let (_, json) = lockctl_json(&url, &["history", JOB]).await;
+        json["runs"].as_array().and_then(|r| r.first()).filter(|r| r["outcome"] == "ran").cloned()
+    })
+    .await;
+    assert!(run["manual_by"].as_str().is_some_and(|by| by.starts_with("lockctl@")), "{run}");
+    let (code, _, stderr) = lockctl(&url, &["run", "no-such-job"], "").await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no-such-job"), "{stderr}");
+
+    // The replica's console: its job with its schedule; pause needs the token.
+    let (status, body) = http(admin_port, "GET", "/api/jobs", None).await;
+    assert_eq!(status, 200, "{body}");
+    let jobs: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(
+        (jobs["jobs"][0]["name"].as_str(), jobs["jobs"][0]["schedule"].as_str()),
+        (Some(JOB), Some("0 0 2 * * *"))
+    );
+    assert_eq!(http(admin_port, "POST", "/api/jobs/daily-report/pause", None).await.0, 401);
+    let (status, body) = http(admin_port, "POST", "/api/jobs/daily-report/pause", Some(TOKEN)).await;
+    assert_eq!(status, 200, "{body}");
+    let (_, json) = lockctl_json(&url, &["jobs"]).await;
+    assert_eq!(json[0]["paused"], true, "{json}");
+
+    // lockctl serve: the same console, standalone, until SIGTERM.
+    let serve_port = redis_fixture::free_port().expect("a free port");
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_lockctl"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{serve_port}")])
+        .env("REDIS_URL", &url)
+        .env("LOCKCTL_ADMIN_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start lockctl serve");
+    let mut stderr = BufReader::new(serve.stderr.take().expect("piped stderr")).lines();
+    let first = tokio::time::timeout(PATIENCE, stderr.next_line()).await.expect("a line").expect("read");
+    assert!(
+        first.as_deref().is_some_and(|l| l.contains(&format!("console on http://127.0.0.1:{serve_port}/"))),
+        "{first:?}"
+    );
+    let (status, body) = http(serve_port, "GET", "/api/replicas", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"instance\":\"pod-1\"") && body.contains("\"live\":true"), "{body}");
+    let (status, body) = http(serve_port, "POST", "/api/jobs/daily-report/resume", Some(TOKEN)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"was_paused\":true"), "{body}");
+    assert!(!body.contains(&url), "no Redis URL in responses");
+    if let Some(pid) = serve.id() {
+        let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    }
+    let status = tokio::time::timeout(PATIENCE, serve.wait()).await.expect("stops").expect("status");
+    assert!(status.success(), "lockctl serve exits 0 on SIGTERM: {status}");
+
+    // A token too short to be a secret is refused before anything is served.
+    let mut weak = Command::new(env!("CARGO_BIN_EXE_lockctl"));
+    weak.args(["serve", "--listen", "127.0.0.1:0"])
+        .env("REDIS_URL", &url)
+        .env("LOCKCTL_ADMIN_TOKEN", "short");
+    let output = tokio::time::timeout(PATIENCE, weak.output()).await.expect("exits").expect("output");
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("at least 16"));
+    replica.stop().await;
 }

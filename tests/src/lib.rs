@@ -2,3 +2,4 @@
 //! `redis-server` process or a Docker container (see [`harness`]).
 
 pub mod harness;
+pub mod http;
