@@ -52,20 +52,21 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Why the request looks cross-site, if it does: the browser's `Sec-Fetch-Site`, or an
-/// `Origin` whose host is not the request's `Host`. Non-browser clients send neither.
+/// Why the request looks cross-site, if it does. A browser that sends `Sec-Fetch-Site` says
+/// exactly that (and a reverse proxy rewriting `Host` does not disturb it); without it, an
+/// `Origin` whose host is neither the request's `Host` nor its `X-Forwarded-Host` is refused.
+/// Non-browser clients send neither header.
 fn cross_site(headers: &HeaderMap) -> Option<String> {
-    let text = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
-    if let Some(site) = text(header::HeaderName::from_static("sec-fetch-site"))
-        && !matches!(site, "same-origin" | "none")
-    {
-        return Some(format!("a {site} request may not run actions (Sec-Fetch-Site)"));
+    let text = |name: &str| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+    if let Some(site) = text("sec-fetch-site") {
+        return (!matches!(site, "same-origin" | "none"))
+            .then(|| format!("a {site} request may not run actions (Sec-Fetch-Site)"));
     }
-    if let Some(origin) = text(header::ORIGIN) {
-        let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-        if origin == "null" || Some(origin_host) != text(header::HOST) {
-            return Some("a request from another origin may not run actions (Origin)".into());
-        }
+    let origin = text("origin")?;
+    let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+    let hosts = [text("host"), text("x-forwarded-host")];
+    if origin == "null" || !hosts.contains(&Some(origin_host)) {
+        return Some("a request from another origin may not run actions (Origin)".into());
     }
     None
 }
@@ -115,6 +116,15 @@ mod tests {
         let other = [("origin", "https://evil.example"), ("host", "127.0.0.1:8088")];
         assert!(cross_site(&headers(&other)).is_some());
         assert!(cross_site(&headers(&[("origin", "null"), ("host", "x")])).is_some());
+        let proxied = [
+            ("origin", "https://ops.example"),
+            ("host", "10.0.0.5:8088"),
+            ("x-forwarded-host", "ops.example"),
+        ];
+        assert!(cross_site(&headers(&proxied)).is_none(), "behind a proxy that rewrites Host");
+        let browser =
+            [("sec-fetch-site", "same-origin"), ("origin", "https://ops.example"), ("host", "10.0.0.5")];
+        assert!(cross_site(&headers(&browser)).is_none(), "Sec-Fetch-Site decides when present");
     }
 
     #[test]
