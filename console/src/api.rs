@@ -33,14 +33,19 @@ pub(crate) fn segment(segment: Segment) -> Result<String, ApiError> {
     segment.map(|Path(s)| s).map_err(|e| ApiError::bad_request("invalid_path", e.body_text()))
 }
 
-/// `GET /api/locks?pattern=lock:*&limit=100`
-pub(crate) async fn locks(State(console): State<Console>, query: Params) -> Reply {
+/// The `pattern` and `limit` of a locks listing (the page's and the API's), checked.
+pub(crate) fn lock_query(console: &Console, query: Params) -> Result<LockQuery, ApiError> {
     let query = params(query)?;
-    let query = LockQuery::parse(
+    LockQuery::parse(
         query.get("pattern").map(String::as_str),
         query.get("limit").map(String::as_str),
         &console.inner.lock_pattern,
-    )?;
+    )
+}
+
+/// `GET /api/locks?pattern=lock:*&limit=100`
+pub(crate) async fn locks(State(console): State<Console>, query: Params) -> Reply {
+    let query = lock_query(&console, query)?;
     let locks = view::locks(console.client(), &query).await?;
     Ok(Json(json!({
         "pattern": query.pattern,

@@ -14,7 +14,7 @@ use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use scheduler::HistoryEntry;
 
 use crate::Console;
-use crate::api::{Params, Segment, params, segment};
+use crate::api::{Params, Segment, lock_query, segment};
 use crate::error::ApiError;
 use crate::view::{self, JobView, LockQuery};
 
@@ -184,12 +184,7 @@ pub(crate) async fn overview(State(console): State<Console>, base: Base) -> Resp
 /// `GET /locks?pattern=...&limit=...`
 pub(crate) async fn locks(State(console): State<Console>, base: Base, query: Params) -> Response {
     let read = async {
-        let query = params(query)?;
-        let query = LockQuery::parse(
-            query.get("pattern").map(String::as_str),
-            query.get("limit").map(String::as_str),
-            &console.inner.lock_pattern,
-        )?;
+        let query = lock_query(&console, query)?;
         let locks = view::locks(console.client(), &query).await?;
         Ok::<_, ApiError>((query, locks))
     };

@@ -103,16 +103,23 @@ async fn each_request_runs_once_on_one_replica_and_is_recorded() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_running_job_is_skipped_and_reported_and_errors_say_why() {
+/// Three replicas with the gate closed, and one manual run (asked by "ana") started and
+/// blocked in its body, holding the job's lock.
+async fn one_run_blocked() -> (RedisServer, Arc<AtomicUsize>, Arc<Semaphore>, Vec<SchedulerHandle>, LockClient)
+{
     init_tracing();
     let server = RedisServer::start();
     let (runs, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Semaphore::new(0)));
     let handles = replicas(&server, &runs, &gate).await;
     let operator = client(&server, "operator");
-
     scheduler::run_now(&operator, "report", "ana").await.expect("taken");
     assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 1).await, "started");
+    (server, runs, gate, handles, operator)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_is_skipped_and_reported_and_errors_say_why() {
+    let (_server, runs, gate, handles, operator) = one_run_blocked().await;
     // Blocked in its body, holding the job's lock: the next request is taken and skipped.
     scheduler::run_now(&operator, "report", "bo").await.expect("taken");
     assert!(manual_runs_reach(&operator, 1, Duration::from_secs(5)).await);
@@ -142,14 +149,7 @@ async fn a_running_job_is_skipped_and_reported_and_errors_say_why() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_waits_for_or_cancels_a_manual_run_in_flight() {
-    init_tracing();
-    let server = RedisServer::start();
-    let (runs, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Semaphore::new(0)));
-    let handles = replicas(&server, &runs, &gate).await;
-    let operator = client(&server, "operator");
-
-    scheduler::run_now(&operator, "report", "ana").await.expect("taken");
-    assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 1).await, "started");
+    let (server, runs, _gate, handles, _operator) = one_run_blocked().await;
     assert_ne!(server.cli(&["GET", "lock:run-now:report"]), "(nil)", "the run holds the job's lock");
     // A forced shutdown cancels the blocked run on whichever replica took it, and frees its
     // lock; a graceful one would wait for it like for a slot's run.
