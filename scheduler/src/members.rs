@@ -17,6 +17,7 @@ use std::time::Duration;
 use lock_core::redis;
 use lock_core::{ErrorChain, LockClient};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::command;
@@ -25,10 +26,13 @@ use crate::schema::{ANNOUNCE, MEMBER_TTL, jobs_key, members_key, runs_key};
 use crate::state::State;
 
 /// How often a replica renews its announcement.
-pub(crate) const RENEW: Duration = Duration::from_secs(3);
+pub(crate) const RENEW: Duration = Duration::from_secs(2);
 
 /// How long one announcement may take.
 const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Members as read, with when each one's announcement lapses (this process's clock).
+type Seen = Arc<[(Arc<str>, Instant)]>;
 
 /// This replica's view of its group.
 #[derive(Debug)]
@@ -39,8 +43,9 @@ pub(crate) struct Members {
     /// The group's pending "run now" requests.
     runs_key: String,
     instance: Arc<str>,
-    /// The live members as last read (always including this replica), sorted.
-    live: RwLock<Arc<[Arc<str>]>>,
+    /// The members as last read, with when each announcement lapses on this process's
+    /// monotonic clock; sorted.
+    seen: RwLock<Seen>,
 }
 
 impl Members {
@@ -49,14 +54,17 @@ impl Members {
             key: members_key(group),
             jobs_key: jobs_key(group),
             runs_key: runs_key(group),
-            live: RwLock::new(Arc::from(vec![instance.clone()])),
+            seen: RwLock::new(Arc::from(Vec::new())),
             instance,
         }
     }
 
-    /// The live members as last read.
-    pub(crate) fn live(&self) -> Arc<[Arc<str>]> {
-        self.live.read().map(|l| l.clone()).unwrap_or_else(|e| e.into_inner().clone())
+    /// The live members: those whose last announcement read has not lapsed yet (a member
+    /// that stopped renewing drops out here the moment it lapses, before the next read), and
+    /// this replica; sorted.
+    pub(crate) fn live(&self) -> Vec<Arc<str>> {
+        let seen = self.seen.read().map(|l| l.clone()).unwrap_or_else(|e| e.into_inner().clone());
+        live_at(&seen, &self.instance, Instant::now())
     }
 
     /// Whether this replica is the preferred one for `job` at `tick` among the live members.
@@ -71,17 +79,20 @@ impl Members {
         invocation.key(&self.jobs_key);
         invocation.arg(&*self.instance).arg(MEMBER_TTL.as_millis() as u64);
         let action = "announcing this replica to its group";
-        let mut names: Vec<String> =
+        let sent = Instant::now();
+        let members: Vec<(String, u64)> =
             command::run_script(client, action, &ANNOUNCE, &invocation, TIMEOUT).await?;
-        if !names.iter().any(|n| **n == *self.instance) {
-            names.push(self.instance.to_string());
-        }
-        names.sort();
-        let count = names.len();
-        let live: Arc<[Arc<str>]> = names.into_iter().map(Arc::from).collect();
-        match self.live.write() {
-            Ok(mut l) => *l = live,
-            Err(e) => *e.into_inner() = live,
+        // Counted from when the script was sent: errs towards dropping a member early.
+        let mut seen: Vec<(Arc<str>, Instant)> = members
+            .into_iter()
+            .map(|(name, left)| (Arc::from(name), sent + Duration::from_millis(left)))
+            .collect();
+        seen.sort();
+        let count = seen.len().max(1);
+        let seen: Seen = seen.into();
+        match self.seen.write() {
+            Ok(mut l) => *l = seen,
+            Err(e) => *e.into_inner() = seen,
         }
         Ok(count)
     }
@@ -152,6 +163,20 @@ pub(crate) fn spawn_announcer(
     )
 }
 
+/// The members of `seen` still announced at `now`, and `me`; sorted.
+fn live_at(seen: &[(Arc<str>, Instant)], me: &Arc<str>, now: Instant) -> Vec<Arc<str>> {
+    let mut live: Vec<Arc<str>> = seen
+        .iter()
+        .filter(|(name, lapses)| *lapses > now || name == me)
+        .map(|(name, _)| name.clone())
+        .collect();
+    if !live.contains(me) {
+        live.push(me.clone());
+        live.sort();
+    }
+    live
+}
+
 /// The member preferred for `job` at `tick`: the highest rendezvous score.
 pub(crate) fn preferred_of<'a>(live: &'a [Arc<str>], job: &str, tick: i64) -> Option<&'a Arc<str>> {
     live.iter().max_by_key(|instance| (score(job, tick, instance), instance.as_bytes()))
@@ -219,6 +244,21 @@ mod tests {
                 assert_eq!(before, after);
             }
         }
+    }
+
+    #[test]
+    fn a_member_drops_out_the_moment_its_announcement_lapses() {
+        let now = Instant::now();
+        let (a, b, me): (Arc<str>, Arc<str>, Arc<str>) = ("pod-a".into(), "pod-b".into(), "pod-me".into());
+        let seen = [(a.clone(), now + Duration::from_secs(1)), (b.clone(), now + Duration::from_secs(5))];
+        assert_eq!(live_at(&seen, &me, now), [a.clone(), b.clone(), me.clone()]);
+        // pod-a stopped renewing: gone at its lapse time, before the next read.
+        assert_eq!(live_at(&seen, &me, now + Duration::from_secs(2)), [b.clone(), me.clone()]);
+        // This replica counts itself live even when its own entry lapsed (it cannot reach
+        // Redis: its claims fail anyway).
+        let mine = [(me.clone(), now)];
+        assert_eq!(live_at(&mine, &me, now + Duration::from_secs(9)), std::slice::from_ref(&me));
+        assert_eq!(live_at(&[], &me, now), [me]);
     }
 
     #[test]

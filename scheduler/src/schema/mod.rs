@@ -35,8 +35,10 @@ pub const HISTORY_TTL: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 pub const MISSED_TTL: Duration = lock_core::schema::TICK_TTL;
 
 /// How long a replica's announcement in its group lasts: a replica that stopped renewing
-/// (crashed, partitioned) stops being preferred for runs after at most this.
-pub const MEMBER_TTL: Duration = Duration::from_secs(10);
+/// (crashed, partitioned) stops being preferred for runs after at most this, on every replica
+/// at once. Lock-core's default liveness TTL, so that by the time a crashed replica's locks
+/// are taken over, it is no longer preferred for the slots after (no claim-grace delay).
+pub const MEMBER_TTL: Duration = lock_core::DEFAULT_LIVENESS_TTL;
 
 /// How long a "run now" request waits for a replica to take it. Replicas look every
 /// [`RUN_POLL`]; a requester that sees no taker within [`RUN_PICKUP`] withdraws it.

@@ -14,10 +14,12 @@ fn start() -> (RedisServer, Connection) {
 /// The live members the script returns, sorted: it lists them by lapse time, and two
 /// announcements in the same millisecond tie (then Redis orders them by name).
 fn announce(con: &mut Connection, key: &str, instance: &str, ttl_ms: u64) -> Vec<String> {
-    let mut live: Vec<String> =
+    let live: Vec<(String, u64)> =
         ANNOUNCE.key(key).key(jobs_key("g")).arg(instance).arg(ttl_ms).invoke(con).expect("announce script");
-    live.sort();
-    live
+    assert!(live.iter().all(|(_, left)| (1..=ttl_ms.max(10_000)).contains(left)), "time left: {live:?}");
+    let mut names: Vec<String> = live.into_iter().map(|(name, _)| name).collect();
+    names.sort();
+    names
 }
 
 #[test]

@@ -4,7 +4,10 @@
 --       registry (`scheduler:{group:<name>}:jobs`), kept as long as the members.
 -- ARGV: [1] instance id, [2] announcement TTL, ms.
 --
--- Reply: the live members (instance ids), after dropping the lapsed ones.
+-- Reply: the live members after dropping the lapsed ones, each followed by how long its
+--        announcement still counts (ms, >= 1): {id1, left1, id2, left2, ...}. Relative times,
+--        so that a replica can drop a member locally the moment it lapses, whatever the skew
+--        between its clock and the server's.
 --
 -- Scores are lapse times on the Redis server's clock, so replicas with skewed clocks agree on
 -- who is alive. The set expires a TTL after the last announcement: a group that stops running
@@ -16,4 +19,10 @@ redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return redis.call('ZRANGE', KEYS[1], 0, -1)
+local reply = {}
+local live = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+for i = 1, #live, 2 do
+  reply[#reply + 1] = live[i]
+  reply[#reply + 1] = math.max(1, tonumber(live[i + 1]) - now)
+end
+return reply
