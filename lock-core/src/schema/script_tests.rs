@@ -483,7 +483,7 @@ fn a_semaphore_admits_its_permits_queues_the_rest_and_hands_freed_permits_in_ord
     assert_eq!(r.queued(name), [c.as_str(), d.as_str()]);
     // A release hands the freed permit to the oldest waiter (a reservation for its hand-off
     // time), not to a newcomer.
-    assert_eq!(r.sem_release(name, &a, false), [1, 0]);
+    assert_eq!(r.sem_release(name, &a, false), [2, 0], "released, callers queued");
     let reserved: u64 = r.cli(&["ZSCORE", name, &c]).parse().unwrap();
     assert!(reserved <= r.now_ms() + HANDOFF, "reserved for the hand-off time only");
     assert_eq!(ints(&r.sem_acquire(name, &token('e', 1), 2, false))[0], 0, "no barging");
@@ -505,6 +505,35 @@ fn a_semaphore_admits_its_permits_queues_the_rest_and_hands_freed_permits_in_ord
     assert_eq!(r.sem_count(name), [-1, 0]);
     assert_eq!(ints(&r.sem_acquire(name, &a, 5, false))[0], 1, "a new count once idle");
     assert!(r.cli(&["PTTL", name]).parse::<i64>().unwrap() > 0, "the holders expire");
+}
+
+#[test]
+fn an_idle_semaphore_is_taken_and_given_back_on_the_short_path_without_skipping_waiters() {
+    let mut r = Redis::start();
+    let name = "sem:idle";
+    let (a, b, c) = (token('a', 1), token('b', 1), token('c', 1));
+    // Idle: taken at once, declared, with an expiry.
+    assert_eq!(ints(&r.sem_acquire(name, &a, 2, false)), [1, 0, 0]);
+    assert_eq!(r.members(name), ["#permits".to_owned(), a.clone()]);
+    let pttl: i64 = r.cli(&["PTTL", name]).parse().unwrap();
+    assert!(pttl > 0 && pttl <= LEASE as i64, "{pttl}");
+    // The last holder out with nobody queued: idle again.
+    assert_eq!(r.sem_release(name, &a, false), [1, 0]);
+    assert_eq!(r.cli(&["EXISTS", name]), "0");
+    // Waiters queued while the holders zset expired (it outlives tickets, but a test can
+    // delete it): the next caller is not the head, so it hands the permit to the waiter instead
+    // of barging, and the zset is declared again.
+    r.sem_acquire(name, &b, 1, false);
+    assert_eq!(ints(&r.sem_acquire(name, &c, 1, true))[0], 0);
+    r.cli(&["DEL", name]);
+    assert_eq!(ints(&r.sem_acquire(name, &a, 1, false))[0], 0, "the waiter is served first");
+    assert_eq!(r.members(name), ["#permits".to_owned(), c.clone()]);
+    assert!(r.cli(&["PTTL", name]).parse::<i64>().unwrap() > 0, "the holders expire");
+    // A release beside a queue takes the long path: the permit goes on to the next waiter.
+    assert_eq!(ints(&r.sem_acquire(name, &c, 1, true))[0], 1, "the waiter confirms");
+    assert_eq!(ints(&r.sem_acquire(name, &b, 1, true))[0], 0);
+    assert_eq!(r.sem_release(name, &c, false), [2, 0], "released, callers queued");
+    assert_eq!(r.members(name), ["#permits".to_owned(), b.clone()], "reserved for b");
 }
 
 #[test]

@@ -63,15 +63,21 @@ pub mod lua {
         include_str!("lua/lock_grant.lua"),
         include_str!("lua/acquire.lua")
     );
-    /// `release.lua` with the fragments it calls, placed at its `-- fragments --` line: the
-    /// common case (a compare-and-delete) returns before their functions are defined.
-    pub static RELEASE: LazyLock<String> = LazyLock::new(|| {
-        let fragments = concat!(include_str!("lua/handoff.lua"), include_str!("lua/lock_grant.lua"));
-        let script = include_str!("lua/release.lua");
+    /// `script` with `fragments` placed at its `-- fragments --` line, so that its common case
+    /// returns before their functions are even defined (or ahead of it, without the line).
+    fn placed(fragments: &str, script: &str) -> String {
         match script.split_once("-- fragments --\n") {
             Some((head, tail)) => format!("{head}{fragments}{tail}"),
             None => format!("{fragments}{script}"),
         }
+    }
+    /// `release.lua` with the fragments it calls, placed at its `-- fragments --` line: the
+    /// common case (a compare-and-delete) returns before their functions are defined.
+    pub static RELEASE: LazyLock<String> = LazyLock::new(|| {
+        placed(
+            concat!(include_str!("lua/handoff.lua"), include_str!("lua/lock_grant.lua")),
+            include_str!("lua/release.lua"),
+        )
     });
     /// `release_own.lua`: the holder's release when nobody queued (one key).
     pub const RELEASE_OWN: &str = include_str!("lua/release_own.lua");
@@ -83,18 +89,22 @@ pub mod lua {
     );
     /// `extend.lua`.
     pub const EXTEND: &str = include_str!("lua/extend.lua");
-    /// `sem_acquire.lua` with the fragments it calls.
-    pub const SEM_ACQUIRE: &str = concat!(
-        include_str!("lua/handoff.lua"),
-        include_str!("lua/sem_grant.lua"),
-        include_str!("lua/sem_acquire.lua")
-    );
-    /// `sem_release.lua` with the fragments it calls.
-    pub const SEM_RELEASE: &str = concat!(
-        include_str!("lua/handoff.lua"),
-        include_str!("lua/sem_grant.lua"),
-        include_str!("lua/sem_release.lua")
-    );
+    /// `sem_acquire.lua` with the fragments it calls, placed at its `-- fragments --` line (the
+    /// idle semaphore's permit is taken before).
+    pub static SEM_ACQUIRE: LazyLock<String> = LazyLock::new(|| {
+        placed(
+            concat!(include_str!("lua/handoff.lua"), include_str!("lua/sem_grant.lua")),
+            include_str!("lua/sem_acquire.lua"),
+        )
+    });
+    /// `sem_release.lua` with the fragments it calls, placed at its `-- fragments --` line (a
+    /// release with nobody queued returns before).
+    pub static SEM_RELEASE: LazyLock<String> = LazyLock::new(|| {
+        placed(
+            concat!(include_str!("lua/handoff.lua"), include_str!("lua/sem_grant.lua")),
+            include_str!("lua/sem_release.lua"),
+        )
+    });
     /// `sem_count.lua`.
     pub const SEM_COUNT: &str = include_str!("lua/sem_count.lua");
     /// `rw_acquire.lua` with the fragments it calls.
@@ -130,10 +140,10 @@ pub(crate) static ABANDON: LazyLock<Script> = LazyLock::new(|| Script::new(lua::
 pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(lua::EXTEND));
 
 /// Taking a semaphore's permit (`lua/sem_acquire.lua`).
-pub(crate) static SEM_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(lua::SEM_ACQUIRE));
+pub(crate) static SEM_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(&lua::SEM_ACQUIRE));
 
 /// Giving a permit back, or a token up (`lua/sem_release.lua`).
-pub(crate) static SEM_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(lua::SEM_RELEASE));
+pub(crate) static SEM_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&lua::SEM_RELEASE));
 
 /// Counting a semaphore's taken permits (`lua/sem_count.lua`).
 pub(crate) static SEM_COUNT: LazyLock<Script> = LazyLock::new(|| Script::new(lua::SEM_COUNT));
