@@ -34,6 +34,14 @@ use crate::sync::lock_unpoisoned;
 /// the same key again soon (a contended loop) does not pay a SUBSCRIBE round trip each time.
 const LINGER: Duration = Duration::from_millis(200);
 
+/// How often a lost pub/sub connection is tried again while waiters need it: a failover's new
+/// master (Sentinel) or a slot's new owner (Cluster) is heard from within this of serving.
+const RESTORE_POLL: Duration = Duration::from_millis(50);
+
+/// How long a lost pub/sub connection is tried again in the background; past it, the waiters'
+/// own retries reconnect (they fall back to their timers meanwhile).
+const RESTORE_FOR: Duration = Duration::from_secs(60);
+
 #[derive(Debug)]
 pub(crate) struct Waiters {
     shared: Arc<Shared>,
@@ -49,6 +57,8 @@ struct Shared {
     lock_conn: Arc<LockConn>,
     /// Bound on connecting and on each subscribe/unsubscribe round trip.
     timeout: Duration,
+    /// Whether a task restores a lost connection's subscriptions.
+    restoring: AtomicBool,
 }
 
 struct Conn {
@@ -174,6 +184,7 @@ impl Waiters {
                 conn: tokio::sync::Mutex::new(None),
                 lock_conn,
                 timeout,
+                restoring: AtomicBool::new(false),
             }),
         }
     }
@@ -236,48 +247,8 @@ impl Ticket {
     /// release published after this returns is heard; `true` if it subscribed just now (a
     /// hand-off may have been announced before, so the caller should look at once).
     pub(crate) async fn ensure_subscribed(&self) -> Result<bool> {
-        let shared = &self.shared;
-        let mut conn = shared.conn.lock().await;
-        {
-            let state = lock_unpoisoned(&shared.state);
-            // A reader that ended without reporting (its runtime shut down) means a dead
-            // connection too.
-            let live = conn
-                .as_ref()
-                .filter(|c| !c.is_dead())
-                .map(|c| c.generation)
-                .filter(|g| state.live == Some(*g));
-            let channel = state.channels.get(&self.channel);
-            if live.is_some() && channel.is_some_and(|c| c.confirmed && c.subscribed == live) {
-                return Ok(false);
-            }
-            if live.is_none() {
-                *conn = None;
-            }
-        }
-        if conn.is_none() {
-            *conn = Some(shared.connect().await?);
-        }
-        let Some(c) = conn.as_mut() else { return Ok(true) };
-        // Recorded before the round trip: if this future is dropped mid-way, the last waiter
-        // to leave still sends the UNSUBSCRIBE (ordered after this SUBSCRIBE by the mutex).
-        if let Some(channel) = lock_unpoisoned(&shared.state).channels.get_mut(&self.channel) {
-            channel.subscribed = Some(c.generation);
-            channel.confirmed = false;
-        }
-        let subscribed = tokio::time::timeout(shared.timeout, c.subscribe(&self.channel))
-            .await
-            .unwrap_or_else(|_| Err(timed_out()));
-        if let Err(e) = subscribed {
-            shared.reset(&mut conn);
-            return Err(LockError::redis(format!("subscribing to `{}`", self.channel), e));
-        }
-        if let Some(channel) = lock_unpoisoned(&shared.state).channels.get_mut(&self.channel)
-            && channel.subscribed == Some(c.generation)
-        {
-            channel.confirmed = true;
-        }
-        Ok(true)
+        let mut conn = self.shared.conn.lock().await;
+        self.shared.subscribe_locked(&mut conn, &self.channel).await
     }
 }
 
@@ -354,7 +325,7 @@ impl Shared {
                 // Called by redis-rs for every push, without blocking: dispatch at once.
                 let on_push = move |push: PushInfo| -> std::result::Result<(), std::convert::Infallible> {
                     if let Some(shared) = weak.upgrade() {
-                        shared.on_cluster_push(push);
+                        shared.on_cluster_push(push, generation);
                     }
                     Ok(())
                 };
@@ -373,6 +344,111 @@ impl Shared {
         };
         lock_unpoisoned(&self.state).live = Some(generation);
         Ok(Conn { link, generation })
+    }
+
+    /// [`Ticket::ensure_subscribed`] for `channel`, under the connection's lock `conn`.
+    async fn subscribe_locked(self: &Arc<Self>, conn: &mut Option<Conn>, channel: &str) -> Result<bool> {
+        {
+            let state = lock_unpoisoned(&self.state);
+            // A reader that ended without reporting (its runtime shut down) means a dead
+            // connection too.
+            let live = conn
+                .as_ref()
+                .filter(|c| !c.is_dead())
+                .map(|c| c.generation)
+                .filter(|g| state.live == Some(*g));
+            let known = state.channels.get(channel);
+            if live.is_some() && known.is_some_and(|c| c.confirmed && c.subscribed == live) {
+                return Ok(false);
+            }
+            if live.is_none() {
+                *conn = None;
+            }
+        }
+        if conn.is_none() {
+            *conn = Some(self.connect().await?);
+        }
+        let Some(c) = conn.as_mut() else { return Ok(true) };
+        // Recorded before the round trip: if this future is dropped mid-way, the last waiter
+        // to leave still sends the UNSUBSCRIBE (ordered after this SUBSCRIBE by the mutex).
+        if let Some(known) = lock_unpoisoned(&self.state).channels.get_mut(channel) {
+            known.subscribed = Some(c.generation);
+            known.confirmed = false;
+        }
+        let subscribed = tokio::time::timeout(self.timeout, c.subscribe(channel))
+            .await
+            .unwrap_or_else(|_| Err(timed_out()));
+        if let Err(e) = subscribed {
+            self.reset(conn);
+            return Err(LockError::redis(format!("subscribing to `{channel}`"), e));
+        }
+        if let Some(known) = lock_unpoisoned(&self.state).channels.get_mut(channel)
+            && known.subscribed == Some(c.generation)
+        {
+            known.confirmed = true;
+        }
+        Ok(true)
+    }
+
+    /// Restores the subscriptions of a lost connection in the background, as soon as Redis
+    /// serves them again (a restarted node, a promoted master, a slot's new owner), then wakes
+    /// every waiter to look once: a release may have been announced while nobody listened.
+    /// Without it a waiter would hear nothing until its own fallback timer fired, and in a
+    /// cluster the sharded subscriptions of a failed master never come back by themselves
+    /// (the cluster connection learns the new owner only from a command routed there).
+    fn restore(self: &Arc<Self>) {
+        if self.restoring.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.restoring.store(false, Ordering::Release);
+            return;
+        };
+        let weak = Arc::downgrade(self);
+        rt.spawn(async move {
+            let started = tokio::time::Instant::now();
+            while started.elapsed() < RESTORE_FOR {
+                tokio::time::sleep(RESTORE_POLL).await;
+                let Some(shared) = weak.upgrade() else { return };
+                let wanted: Vec<String> = {
+                    let state = lock_unpoisoned(&shared.state);
+                    state.channels.iter().filter(|(_, c)| !c.slots.is_empty()).map(|(n, _)| n.clone()).collect()
+                };
+                if wanted.is_empty() {
+                    break;
+                }
+                let restored = {
+                    let mut conn = shared.conn.lock().await;
+                    let mut outcome = Ok(());
+                    for channel in &wanted {
+                        if let Err(e) = shared.subscribe_locked(&mut conn, channel).await {
+                            outcome = Err(e);
+                            break;
+                        }
+                    }
+                    outcome
+                };
+                match restored {
+                    Ok(()) => {
+                        shared.wake_all();
+                        tracing::debug!(channels = wanted.len(), after = ?started.elapsed(), "lock pub/sub subscriptions restored");
+                        break;
+                    }
+                    Err(e) => tracing::trace!(error = %crate::ErrorChain(&e), "lock pub/sub not restored yet"),
+                }
+            }
+            if let Some(shared) = weak.upgrade() {
+                shared.restoring.store(false, Ordering::Release);
+            }
+        });
+    }
+
+    /// Wakes every waiter to retry.
+    fn wake_all(&self) {
+        let state = lock_unpoisoned(&self.state);
+        for channel in state.channels.values() {
+            channel.slots.values().for_each(|s| s.wake());
+        }
     }
 
     /// A pub/sub connection to one node, and the task reading its messages.
@@ -410,10 +486,12 @@ impl Shared {
         }
     }
 
-    /// A push from the cluster connection: a sharded message, or a node connection lost
-    /// (redis-rs reconnects and resubscribes by itself, but a release may have been announced
-    /// meanwhile, so every waiter retries).
-    fn on_cluster_push(&self, push: PushInfo) {
+    /// A push from the cluster connection of `generation`: a sharded message, or a node
+    /// connection lost. redis-rs reconnects to that node, but after a failover the node is gone
+    /// and the connection, which sends no commands, never learns who serves its slots now: its
+    /// sharded subscriptions would stay lost. So the whole connection counts as lost, and is
+    /// rebuilt (with the current slot map) and resubscribed.
+    fn on_cluster_push(self: &Arc<Self>, push: PushInfo, generation: u64) {
         let text = |v: Option<&Value>| match v {
             Some(Value::BulkString(b)) => std::str::from_utf8(b).ok().map(str::to_owned),
             Some(Value::SimpleString(s)) => Some(s.clone()),
@@ -426,41 +504,43 @@ impl Shared {
                 }
             }
             PushKind::Disconnection => {
-                let state = lock_unpoisoned(&self.state);
-                for channel in state.channels.values() {
-                    channel.slots.values().for_each(|s| s.wake());
-                }
-                tracing::debug!("a cluster node's pub/sub connection closed; waiters retry");
+                tracing::debug!("a cluster node's pub/sub connection closed");
+                self.connection_lost(generation);
             }
             _ => {}
         }
     }
 
     /// Drops the connection after an error on it.
-    fn reset(&self, conn: &mut Option<Conn>) {
+    fn reset(self: &Arc<Self>, conn: &mut Option<Conn>) {
         if let Some(old) = conn.take() {
             self.connection_lost(old.generation);
         }
     }
 
-    /// Forgets the connection of `generation` and lets every head retry (and resubscribe),
-    /// since a release may have been announced while it was down.
-    fn connection_lost(&self, generation: u64) {
-        let mut state = lock_unpoisoned(&self.state);
-        if state.live == Some(generation) {
-            state.live = None;
+    /// Forgets the connection of `generation`, lets every head retry (a release may have been
+    /// announced while it was down), and restores its subscriptions in the background.
+    fn connection_lost(self: &Arc<Self>, generation: u64) {
+        let was_live = {
+            let mut state = lock_unpoisoned(&self.state);
+            let was_live = state.live == Some(generation);
+            if was_live {
+                state.live = None;
+            }
+            was_live
+        };
+        self.wake_all();
+        if was_live {
+            tracing::debug!("lock pub/sub connection closed");
+            self.restore();
         }
-        for channel in state.channels.values() {
-            channel.slots.values().for_each(|s| s.wake());
-        }
-        tracing::debug!("lock pub/sub connection closed");
     }
 
     /// The linger timer of `channel` (one per channel, not one per waiter that leaves: a
     /// contended loop leaves hundreds of times a second). Unsubscribes once nobody has waited
     /// on it for a whole [`LINGER`], waiting longer while waiters come and go; ends at once
     /// if a waiter is there (the next one to leave starts a timer again).
-    async fn linger(&self, channel: &str) {
+    async fn linger(self: &Arc<Self>, channel: &str) {
         let mut wait = LINGER;
         loop {
             tokio::time::sleep(wait).await;
@@ -483,7 +563,7 @@ impl Shared {
 
     /// Unsubscribes from `channel` if nobody has waited on it for [`LINGER`]. Returns how
     /// long to keep lingering if a waiter came and left while this waited for the connection.
-    async fn unsubscribe_if_idle(&self, channel: &str) -> Option<Duration> {
+    async fn unsubscribe_if_idle(self: &Arc<Self>, channel: &str) -> Option<Duration> {
         let mut conn = self.conn.lock().await;
         let subscribed = {
             // Checked and removed under one lock: a waiter registering in between would

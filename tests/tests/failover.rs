@@ -65,6 +65,15 @@ trait Failover: Send + 'static {
     fn kill_master_for(&mut self, key: &str) -> String;
     /// Restarts the killed master, which rejoins as a replica of the promoted one.
     fn restore_replica(&mut self);
+    /// The release channels some client is subscribed to on `master` (sharded in a cluster).
+    fn release_channels_on(&self, master: &str) -> Vec<String> {
+        let command = if self.sharded() { "SHARDCHANNELS" } else { "CHANNELS" };
+        query(master, &["PUBSUB", command, "*:released:*"])
+            .map(|reply| reply.lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).collect())
+            .unwrap_or_default()
+    }
+    /// Whether clients use sharded pub/sub here.
+    fn sharded(&self) -> bool;
 }
 
 impl Failover for RedisSentinelGroup {
@@ -80,6 +89,9 @@ impl Failover for RedisSentinelGroup {
     }
     fn restore_replica(&mut self) {
         self.restart_old_master().expect("the old master rejoins as a replica");
+    }
+    fn sharded(&self) -> bool {
+        false
     }
 }
 
@@ -105,6 +117,9 @@ impl Failover for Cluster {
     fn restore_replica(&mut self) {
         let killed = self.killed.take().expect("a master was killed");
         self.cluster.restart_node(&killed).expect("the old master rejoins as a replica");
+    }
+    fn sharded(&self) -> bool {
+        true
     }
 }
 
@@ -139,9 +154,20 @@ struct Outcome {
     acquire_without_replica: Option<String>,
 }
 
+/// [`Failover::kill_master_for`] off the runtime (it blocks until the promotion).
+async fn kill_master_for<D: Failover>(mut deployment: D, key: &str) -> (D, String) {
+    let key = key.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let promoted = deployment.kill_master_for(&key);
+        (deployment, promoted)
+    })
+    .await
+    .expect("failover")
+}
+
 /// Kills the master while `lock:failover:<name>` is held (fenced) and 2 waiters of another
 /// client wait; asserts what holds with or without acknowledgement and returns the rest.
-async fn failover_mid_hold<D: Failover>(mut deployment: D, name: &str, ack: bool) -> Outcome {
+async fn failover_mid_hold<D: Failover>(deployment: D, name: &str, ack: bool) -> Outcome {
     let key = format!("lock:failover:{name}");
     let url = deployment.client_url();
     let holder = client(&url, "holder", ack);
@@ -186,15 +212,7 @@ async fn failover_mid_hold<D: Failover>(mut deployment: D, name: &str, ack: bool
     assert!(wait_until(Duration::from_secs(5), || others.stats().waiters_on(&key) == 2).await, "both wait");
 
     let started = Instant::now();
-    let (mut deployment, promoted) = tokio::task::spawn_blocking({
-        let key = key.clone();
-        move || {
-            let promoted = deployment.kill_master_for(&key);
-            (deployment, promoted)
-        }
-    })
-    .await
-    .expect("failover");
+    let (mut deployment, promoted) = kill_master_for(deployment, &key).await;
     let failover = started.elapsed();
     assert_ne!(promoted, master);
     let promoted_at = Instant::now();
@@ -330,6 +348,103 @@ async fn failover_mid_hold<D: Failover>(mut deployment: D, name: &str, ack: bool
         waiters: waited,
         acquire_without_replica,
     }
+}
+
+/// How soon after the promotion a waiter's subscription must be back on the new master (the
+/// background restore polls every 50 ms; before it: 0.75 s with Sentinel, never in a cluster).
+const RESUBSCRIBED_WITHIN: Duration = Duration::from_millis(500);
+/// How soon after a release the waiter must have the lock: well under its fallback timer
+/// (the waiter's client backs off to 5 s), so only the release message can be that fast. A
+/// try of the waiter's still in flight to the failed master must time out first (in a cluster
+/// the lock commands' connection learns the new owner only then): the command timeout, 1 s.
+const HEARD_WITHIN: Duration = Duration::from_millis(1500);
+
+/// Kills the master serving `lock:resubscribe:<name>` while a waiter of another client waits
+/// on it. The waiter's subscription must be back on the promoted master within
+/// [`RESUBSCRIBED_WITHIN`], and the holder's release right after must reach the waiter through
+/// it within [`HEARD_WITHIN`]. Returns (resubscribed after the promotion, got the lock after
+/// the release).
+async fn waiter_hears_the_release_after_a_failover<D: Failover>(
+    deployment: D,
+    name: &str,
+) -> (Duration, Duration) {
+    let key = format!("lock:resubscribe:{name}");
+    let url = deployment.client_url();
+    let holder = client(&url, "holder", true);
+    let others = LockClient::builder()
+        .url(url.as_str())
+        .instance_id("waiter")
+        .command_timeout(COMMAND_TIMEOUT)
+        .liveness_ttl(LIVENESS_TTL)
+        .wait_backoff(Duration::from_millis(50), Duration::from_secs(5))
+        .build()
+        .expect("the waiter's client");
+    let guard = holder.acquire(&key, LockOptions::new()).await.expect("the holder takes the lock");
+    let master = deployment.master_for(&key);
+    let waiter = tokio::spawn({
+        let (others, key) = (others.clone(), key.clone());
+        async move {
+            let got = others.acquire(&key, LockOptions::new().wait(WAIT)).await;
+            (got.map(|g| g.token().to_owned()), Instant::now())
+        }
+    });
+    assert!(
+        wait_until(Duration::from_secs(5), || !deployment.release_channels_on(&master).is_empty()).await,
+        "the waiter subscribes on the master"
+    );
+    let (deployment, promoted) = kill_master_for(deployment, &key).await;
+    let promoted_at = Instant::now();
+    let resubscribed =
+        wait_until(RESUBSCRIBED_WITHIN, || !deployment.release_channels_on(&promoted).is_empty()).await;
+    let resubscribed_after = promoted_at.elapsed();
+    assert!(
+        resubscribed,
+        "{name}: no release channel subscribed on the promoted master {RESUBSCRIBED_WITHIN:?} after the promotion"
+    );
+    // The holder's client must reach the new master before its release can: retried until then.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    // Measured from the reply: the successful call may itself have spent a while finding the
+    // new master (redis-rs retries it), and the release lands at some point inside it.
+    let released_at = loop {
+        match holder.force_release(&key, guard.token()).await {
+            Ok(true) => break Instant::now(),
+            Ok(false) => panic!("{name}: the lock did not survive the failover (WAIT 1 was asked)"),
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("{name}: release not through yet: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("{name}: the holder's client never reached the new master: {e}"),
+        }
+    };
+    // Released above: its own release now finds another token and changes nothing.
+    drop(guard);
+    let (got, at) =
+        tokio::time::timeout(Duration::from_secs(30), waiter).await.expect("the waiter ends").expect("task");
+    got.expect("the waiter gets the lock");
+    let heard_after = at.saturating_duration_since(released_at);
+    eprintln!(
+        "{name}: resubscribed {resubscribed_after:?} after the promotion; lock handed over {heard_after:?} after the release"
+    );
+    assert!(
+        heard_after < HEARD_WITHIN,
+        "{name}: the waiter got the lock {heard_after:?} after the release: it did not hear it"
+    );
+    drop(deployment);
+    (resubscribed_after, heard_after)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn after_a_sentinel_failover_a_waiter_resubscribes_and_hears_the_release() {
+    init_tracing();
+    let group = tokio::task::spawn_blocking(RedisSentinelGroup::start).await.expect("sentinel group");
+    waiter_hears_the_release_after_a_failover(group, "sentinel").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn after_a_cluster_failover_a_waiter_resubscribes_and_hears_the_release() {
+    init_tracing();
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start).await.expect("cluster");
+    waiter_hears_the_release_after_a_failover(Cluster { cluster, killed: None }, "cluster").await;
 }
 
 /// With replica acknowledgement the lock is on the promoted master with the holder's token,
