@@ -309,6 +309,13 @@ impl Conn {
     }
 
     fn drop_connection(&self, generation: u64) {
+        // A cluster connection is kept: redis-rs reconnects a failed node and re-reads the
+        // slot map by itself, while a new connection must reach every node of the map first.
+        // With one shard cut off (a partition, a node that accepts connections but never
+        // answers) rebuilding would take the client off every shard until it heals.
+        if self.target.is_cluster() {
+            return;
+        }
         let mut slot = write_unpoisoned(&self.slot);
         if slot.as_ref().is_some_and(|(g, _)| *g == generation) {
             *slot = None;

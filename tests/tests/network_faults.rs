@@ -418,3 +418,102 @@ async fn a_partitioned_scheduler_replica_runs_nothing_and_loses_no_slot() {
         missing.len(),
     );
 }
+
+/// `redis+cluster://` seeded with `urls` (`redis://host:port/` each).
+fn cluster_url(urls: &[String]) -> String {
+    let hosts: Vec<&str> =
+        urls.iter().map(|u| u.trim_start_matches("redis://").trim_end_matches('/')).collect();
+    format!("redis+cluster://{}", hosts.join(","))
+}
+
+/// One shard master cut off from every client while the cluster itself sees it healthy (its
+/// client port is announced through a proxy, the cluster bus stays direct, so no failover):
+/// the holder of a lock on that shard learns it lost it before the key lapses there, nobody
+/// takes it meanwhile (nobody reaches it), and after the heal another client takes it and
+/// the holder's late renewals change nothing. A lock on another shard is kept, unless the
+/// holder's liveness key is on the cut-off shard too (then every lock of the client goes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_shard_master_cut_off_loses_only_its_locks_and_they_come_back() {
+    init_tracing();
+    let cluster = tokio::task::spawn_blocking(tests::harness::RedisCluster::start).await.expect("cluster");
+    let key = "lock:partition:shard";
+    let master = cluster.master_for_key(key);
+    let port: u16 =
+        master.trim_end_matches('/').rsplit(':').next().and_then(|p| p.parse().ok()).expect("a port");
+    let proxy = FaultProxy::start(port).expect("proxy");
+    tests::harness::query(&master, &["CONFIG", "SET", "cluster-announce-port", &proxy.port().to_string()])
+        .expect("announce the proxy's port");
+    let others: Vec<String> = cluster.master_urls().into_iter().filter(|m| *m != master).collect();
+    let announced = format!(":{}@", proxy.port());
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            others.iter().all(|m| {
+                tests::harness::query(m, &["CLUSTER", "NODES"]).is_ok_and(|n| n.contains(&announced))
+            })
+        })
+        .await,
+        "every master learns the announced port"
+    );
+    let url = cluster_url(&others);
+    // The cluster now names that master by the proxy's port.
+    let proxied = format!("redis://127.0.0.1:{}/", proxy.port());
+    let on_cut_off_shard = |k: &str| {
+        let m = cluster.master_for_key(k);
+        m == master || m == proxied
+    };
+    let other_key =
+        (0..100).map(|i| format!("lock:partition:other:{i}")).find(|k| !on_cut_off_shard(k)).expect("a key");
+
+    let holder = client(&url, "pod-holder");
+    let guard = holder.acquire(key, LockOptions::new().watchdog()).await.expect("the holder takes the lock");
+    let other_guard =
+        holder.acquire(&other_key, LockOptions::new().watchdog()).await.expect("and one on another shard");
+    let liveness = schema::liveness_key(schema::owner_of(guard.token()).expect("a token"));
+    let liveness_cut_off = on_cut_off_shard(&liveness);
+    assert!(proxy.stats().accepted > 0, "the client reaches that shard through the proxy");
+
+    let cut = Instant::now();
+    proxy.partition();
+    let waiter = client(&url, "pod-waiter");
+    let wait = tokio::spawn(async move {
+        let got = waiter.acquire(key, LockOptions::new().wait(Duration::from_secs(30))).await;
+        (got, Instant::now(), waiter)
+    });
+    let reason =
+        tokio::time::timeout(Duration::from_secs(10), guard.lost()).await.expect("the holder is told");
+    let told = cut.elapsed();
+    let exists = tests::harness::query(&master, &["EXISTS", key]).expect("EXISTS on the master");
+    assert_eq!(exists, "1", "told {told:?} after the cut ({reason:?}), but the key had lapsed first");
+    assert!(!wait.is_finished(), "nobody reaches the cut-off shard");
+    if liveness_cut_off {
+        assert!(!other_guard.is_held(), "its liveness key was cut off: every lock of the client goes");
+    } else {
+        assert!(other_guard.is_held(), "a lock on another shard is kept");
+    }
+
+    // Healed once the key lapsed on the master: the waiter takes it, late renewals land.
+    assert!(
+        wait_until(Duration::from_secs(10), || tests::harness::query(&master, &["EXISTS", key])
+            .is_ok_and(|e| e == "0"))
+        .await,
+        "the key lapses on the cut-off master"
+    );
+    let healed = Instant::now();
+    proxy.heal();
+    let (got, taken_at, _waiter) =
+        tokio::time::timeout(Duration::from_secs(20), wait).await.expect("waiter ends").expect("task");
+    let got = got.expect("the waiter takes the lock after the heal");
+    let watch_until = Instant::now() + Duration::from_millis(2500);
+    while Instant::now() < watch_until {
+        let value = tests::harness::query(&master, &["GET", key]).expect("GET");
+        assert_eq!(schema::unmarked(&value), got.token(), "the old holder's late commands changed the key");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "cluster shard cut off: holder told after {told:?} ({reason:?}); liveness key on that shard: {liveness_cut_off}; \
+         taken {:?} after the heal",
+        taken_at - healed
+    );
+    assert!(got.release().await.expect("release"));
+    drop(other_guard);
+}
