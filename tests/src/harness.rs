@@ -16,8 +16,8 @@
 
 pub use redis_fixture::{
     AclUser, BACKEND_VAR, Backend, CLIENT_TIMEOUT, Direction, Fault, FaultProxy, IMAGE_VAR, ProxyStats,
-    RedisCluster, RedisSentinelGroup, RedisServer, RedisTls, URL_VAR, create_user, lock_user_acl_line,
-    lock_user_rules, query, redis_url_or_start, wait_until, wait_until_blocking,
+    RedisCluster, RedisSentinelGroup, RedisServer, RedisTls, ServerConfig, URL_VAR, create_user,
+    lock_user_acl_line, lock_user_rules, query, redis_url_or_start, wait_until, wait_until_blocking,
 };
 
 /// Installs a `tracing-subscriber` fmt subscriber writing through the test harness's captured

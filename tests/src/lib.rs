@@ -3,3 +3,4 @@
 
 pub mod harness;
 pub mod http;
+pub mod nemesis;

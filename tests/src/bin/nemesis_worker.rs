@@ -1,0 +1,205 @@
+//! One replica of the nemesis (tests/nemesis.rs): contends, until killed, for every primitive
+//! and runs a scheduled job, printing each step as a `tests::nemesis::Event` line on stdout.
+//!
+//! Usage: `nemesis_worker <redis-url> <store-addr> <instance> <seed>`.
+//!
+//! One task per resource: each lock of `LOCKS` (fenced writes to the store while held), two on
+//! the semaphore, one on the read-write lock (reads, and fenced writes as a writer). A quarter
+//! of the acquisitions are impatient: a deadline shorter than their wait cancels them. The
+//! scheduler runs job `nemesis-tick` every second under `JOB_LOCK`; its body records the tick.
+//! The store (`<store-addr>`, served by the test) takes lines `w <resource> <fence> <instance>`
+//! and `t <tick> <instance>`, and answers `ok` or `stale`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{LockClient, LockOptions};
+use scheduler::{Job, Scheduler};
+use tests::nemesis::{
+    COMMAND_TIMEOUT, Event, JOB_LOCK, LIVENESS_TTL, LOCKS, Mode, PERMITS, RW_LOCK, Rng, SEMAPHORE,
+    WATCHDOG_LEASE, What, now_us,
+};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::sync::Mutex;
+
+/// Prints one event, stamped `at`.
+fn emit(at: u64, what: &What) {
+    println!("{}", Event::line(at, what));
+}
+
+/// A connection to the test's fenced store.
+struct Store {
+    addr: String,
+    con: Mutex<Option<BufReader<TcpStream>>>,
+}
+
+impl Store {
+    /// Sends one line; true when the store accepted it. A broken connection is reopened once.
+    async fn send(&self, line: &str) -> bool {
+        let mut con = self.con.lock().await;
+        for _ in 0..2 {
+            if con.is_none() {
+                *con = TcpStream::connect(&self.addr).await.ok().map(BufReader::new);
+            }
+            let Some(stream) = con.as_mut() else { continue };
+            let mut reply = String::new();
+            let sent = stream.get_mut().write_all(format!("{line}\n").as_bytes()).await.is_ok()
+                && stream.read_line(&mut reply).await.is_ok_and(|n| n > 0);
+            if sent {
+                return reply.trim() == "ok";
+            }
+            *con = None;
+        }
+        false
+    }
+}
+
+/// A hold of any primitive.
+enum Guard {
+    Lock(lock_core::LockGuard),
+    Permit(lock_core::PermitGuard),
+    Read(lock_core::ReadGuard),
+    Write(lock_core::WriteGuard),
+}
+
+impl Guard {
+    fn is_held(&self) -> bool {
+        match self {
+            Guard::Lock(g) => g.is_held(),
+            Guard::Permit(g) => g.is_held(),
+            Guard::Read(g) => g.is_held(),
+            Guard::Write(g) => g.is_held(),
+        }
+    }
+
+    fn fence(&self) -> u64 {
+        match self {
+            Guard::Lock(g) => g.fence(),
+            Guard::Permit(g) => g.fence(),
+            Guard::Read(g) => g.fence(),
+            Guard::Write(g) => g.fence(),
+        }
+        .unwrap_or(0)
+    }
+
+    async fn release(self) {
+        // The outcome does not matter here: the history says what was held, and when.
+        let _ = match self {
+            Guard::Lock(g) => g.release().await,
+            Guard::Permit(g) => g.release().await,
+            Guard::Read(g) => g.release().await,
+            Guard::Write(g) => g.release().await,
+        };
+    }
+}
+
+/// One contender: acquires `resource` in a loop, holds it for a few fenced steps, releases.
+async fn contend(client: LockClient, store: Arc<Store>, instance: String, resource: &'static str, seed: u64) {
+    let mut rng = Rng::new(seed);
+    let semaphore = client.semaphore(SEMAPHORE, PERMITS).expect("a valid semaphore");
+    let rw = client.rw_lock(RW_LOCK).expect("a valid rw-lock");
+    loop {
+        let options =
+            LockOptions::new().watchdog().fencing(true).wait(Duration::from_millis(rng.range(200, 1500)));
+        let mode = match resource {
+            SEMAPHORE => Mode::Permit,
+            RW_LOCK if rng.chance(70) => Mode::Read,
+            RW_LOCK => Mode::Write,
+            _ => Mode::Lock,
+        };
+        let acquire = async {
+            match mode {
+                Mode::Lock => client.acquire(resource, options).await.map(Guard::Lock),
+                Mode::Permit => semaphore.acquire(options).await.map(Guard::Permit),
+                Mode::Read => rw.read(options).await.map(Guard::Read),
+                Mode::Write => rw.write(options).await.map(Guard::Write),
+            }
+        };
+        let outcome = if rng.chance(25) {
+            match tokio::time::timeout(Duration::from_millis(rng.range(5, 400)), acquire).await {
+                Ok(outcome) => outcome,
+                Err(_) => {
+                    emit(now_us(), &What::Cancelled { resource: resource.to_owned() });
+                    continue;
+                }
+            }
+        } else {
+            acquire.await
+        };
+        let guard = match outcome {
+            Ok(guard) => guard,
+            Err(e) => {
+                emit(now_us(), &What::Failed { resource: resource.to_owned(), reason: e.to_string() });
+                tokio::time::sleep(Duration::from_millis(rng.range(10, 50))).await;
+                continue;
+            }
+        };
+        let fence = guard.fence();
+        emit(now_us(), &What::Acquired { resource: resource.to_owned(), mode, fence });
+        for _ in 0..rng.range(1, 4) {
+            // Stamped before asking: the instant recorded was inside the hold's validity.
+            let at = now_us();
+            if !guard.is_held() {
+                break;
+            }
+            emit(at, &What::Valid { resource: resource.to_owned(), fence });
+            if matches!(mode, Mode::Lock | Mode::Write) {
+                store.send(&format!("w {resource} {fence} {instance}")).await;
+            }
+            tokio::time::sleep(Duration::from_millis(rng.range(5, 40))).await;
+        }
+        emit(now_us(), &What::Released { resource: resource.to_owned(), fence });
+        guard.release().await;
+        tokio::time::sleep(Duration::from_millis(rng.range(0, 20))).await;
+    }
+}
+
+fn spawn<F: Future<Output = ()> + Send + 'static>(f: F) {
+    tokio::spawn(f);
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, url, store_addr, instance, seed] = args.as_slice() else {
+        anyhow::bail!("usage: nemesis_worker <redis-url> <store-addr> <instance> <seed>");
+    };
+    let seed: u64 = seed.parse()?;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(std::io::stderr).init();
+
+    let client = LockClient::builder()
+        .url(url.as_str())
+        .instance_id(instance.as_str())
+        .command_timeout(COMMAND_TIMEOUT)
+        .liveness_ttl(LIVENESS_TTL)
+        .watchdog_lease(WATCHDOG_LEASE)
+        .build()?;
+    let store = Arc::new(Store { addr: store_addr.clone(), con: Mutex::new(None) });
+    let resources = [LOCKS[0], LOCKS[1], SEMAPHORE, SEMAPHORE, RW_LOCK];
+    for (i, resource) in resources.into_iter().enumerate() {
+        let seed = seed.wrapping_mul(31).wrapping_add(i as u64);
+        spawn(contend(client.clone(), store.clone(), instance.clone(), resource, seed));
+    }
+    let tick_store = store.clone();
+    let tick_instance = instance.clone();
+    let scheduler = Scheduler::builder()
+        .client(client)
+        .job(
+            Job::with_context("nemesis-tick", "* * * * * *", move |ctx| {
+                let (store, instance) = (tick_store.clone(), tick_instance.clone());
+                async move {
+                    emit(now_us(), &What::Tick { tick: ctx.tick() });
+                    store.send(&format!("t {} {instance}", ctx.tick())).await;
+                }
+            })
+            .lock(JOB_LOCK),
+        )
+        .build()?;
+    println!("ready");
+    scheduler.run_until_signal().await?;
+    Ok(())
+}

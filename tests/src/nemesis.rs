@@ -1,0 +1,638 @@
+//! The randomized fault schedule ("nemesis", tests/nemesis.rs): what its worker processes
+//! record, and the checker that proves from that history alone that no safety property broke.
+//!
+//! Every worker (`src/bin/nemesis_worker.rs`) prints one [`Event`] per line on stdout, stamped
+//! with the machine's wall clock in µs (one machine, one clock), and the test adds the faults it
+//! injects. A hold's *window* runs from its first to its last [`What::Valid`] event, each
+//! stamped *before* the `is_held()` that answered true: every instant of a window was covered
+//! by the client's own belief that it held the resource, so windows that break the resource's
+//! rule (two holders of a lock, a reader beside a writer, more permits than declared) are
+//! violations, however the processes were paused or cut off.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The workers' liveness TTL: how long a dead or cut-off client keeps what it holds at most.
+pub const LIVENESS_TTL: Duration = Duration::from_secs(1);
+/// The workers' watchdog lease.
+pub const WATCHDOG_LEASE: Duration = Duration::from_secs(2);
+/// The workers' command timeout (some injected delays are longer).
+pub const COMMAND_TIMEOUT: Duration = Duration::from_millis(250);
+/// The permits of the nemesis semaphore.
+pub const PERMITS: u32 = 2;
+/// The exclusive locks the workers contend for.
+pub const LOCKS: [&str; 2] = ["nemesis:lock:0", "nemesis:lock:1"];
+/// The semaphore.
+pub const SEMAPHORE: &str = "nemesis:sem";
+/// The read-write lock.
+pub const RW_LOCK: &str = "nemesis:rw";
+/// The scheduled job's lock.
+pub const JOB_LOCK: &str = "nemesis:job";
+
+/// Now, in µs since the epoch (the clock every process of the run shares).
+pub fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// How a resource is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// A lock (exclusive).
+    Lock,
+    /// A semaphore's permit (at most [`PERMITS`] at once).
+    Permit,
+    /// A read hold (shared with readers, never beside a writer).
+    Read,
+    /// A write hold (exclusive).
+    Write,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Lock => "lock",
+            Mode::Permit => "permit",
+            Mode::Read => "read",
+            Mode::Write => "write",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Mode> {
+        [Mode::Lock, Mode::Permit, Mode::Read, Mode::Write].into_iter().find(|m| m.name() == s)
+    }
+
+    /// Whether holds of these two modes on one resource exclude each other.
+    fn excludes(self, other: Mode) -> bool {
+        !matches!((self, other), (Mode::Permit, Mode::Permit) | (Mode::Read, Mode::Read))
+    }
+}
+
+/// What happened. (Fields: the resource's name, the hold's mode and fence, the job-tick, the
+/// fault's kind, target and duration in ms.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum What {
+    /// `acquire` returned a hold of `resource` with `fence`.
+    Acquired { resource: String, mode: Mode, fence: u64 },
+    /// `is_held()` answered true (stamped before it was asked).
+    Valid { resource: String, fence: u64 },
+    /// The holder is about to send its release.
+    Released { resource: String, fence: u64 },
+    /// An acquisition wrapped in a deadline was cancelled by it (an impatient caller).
+    Cancelled { resource: String },
+    /// An acquisition failed (held until its wait ran out, or an error).
+    Failed { resource: String, reason: String },
+    /// The scheduled job's body started for `tick`.
+    Tick { tick: i64 },
+    /// The test injected a fault on `target` (a worker, or `redis`), for `ms`.
+    Fault { kind: String, target: String, ms: u64 },
+}
+
+/// One line of the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// When, µs since the epoch.
+    pub at_us: u64,
+    /// The worker (instance id) or `test`.
+    pub who: String,
+    /// What happened.
+    pub what: What,
+}
+
+impl Event {
+    /// The worker's wire form (without `who`, which the reader adds): `<µs> <kind> <fields>`.
+    pub fn line(at_us: u64, what: &What) -> String {
+        match what {
+            What::Acquired { resource, mode, fence } => {
+                format!("{at_us} acq {resource} {} {fence}", mode.name())
+            }
+            What::Valid { resource, fence } => format!("{at_us} valid {resource} {fence}"),
+            What::Released { resource, fence } => format!("{at_us} rel {resource} {fence}"),
+            What::Cancelled { resource } => format!("{at_us} cancelled {resource}"),
+            What::Failed { resource, reason } => {
+                format!("{at_us} failed {resource} {}", reason.replace('\n', " "))
+            }
+            What::Tick { tick } => format!("{at_us} tick {tick}"),
+            What::Fault { kind, target, ms } => format!("{at_us} fault {kind} {target} {ms}"),
+        }
+    }
+
+    /// Parses [`Event::line`]'s form; `None` for any other line.
+    pub fn parse(who: &str, line: &str) -> Option<Event> {
+        let mut f = line.split(' ');
+        let at_us = f.next()?.parse().ok()?;
+        let kind = f.next()?;
+        let mut text = || f.next().map(str::to_owned);
+        let what = match kind {
+            "acq" => What::Acquired {
+                resource: text()?,
+                mode: Mode::parse(&text()?)?,
+                fence: text()?.parse().ok()?,
+            },
+            "valid" => What::Valid { resource: text()?, fence: text()?.parse().ok()? },
+            "rel" => What::Released { resource: text()?, fence: text()?.parse().ok()? },
+            "cancelled" => What::Cancelled { resource: text()? },
+            "failed" => {
+                let resource = text()?;
+                What::Failed { resource, reason: line.splitn(4, ' ').nth(3).unwrap_or("").to_owned() }
+            }
+            "tick" => What::Tick { tick: text()?.parse().ok()? },
+            "fault" => What::Fault { kind: text()?, target: text()?, ms: text()?.parse().ok()? },
+            _ => return None,
+        };
+        Some(Event { at_us, who: who.to_owned(), what })
+    }
+}
+
+/// A write the fenced store accepted, in the store's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreWrite {
+    /// The resource written under.
+    pub resource: String,
+    /// The writer's fence.
+    pub fence: u64,
+    /// The writer.
+    pub who: String,
+}
+
+/// The bounds the checker holds the history to.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// How long after a holder was killed or cut off (for longer than the liveness TTL)
+    /// another process must have taken its lock.
+    pub take_back: Duration,
+    /// The longest a resource may go without a new acquisition while workers contend for it.
+    pub stall: Duration,
+}
+
+/// What the checker found: the figures, and every violation.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Acquisitions, by mode.
+    pub acquisitions: BTreeMap<&'static str, usize>,
+    /// Cancelled (impatient) acquisitions.
+    pub cancelled: usize,
+    /// Failed acquisitions.
+    pub failed: usize,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<String, usize>,
+    /// Writes the store accepted.
+    pub writes: usize,
+    /// Job-ticks run.
+    pub ticks: usize,
+    /// The longest take-back measured (ms), by fault kind.
+    pub take_back_ms: BTreeMap<String, u64>,
+    /// The longest gap between two acquisitions of one resource (ms).
+    pub longest_gap_ms: u64,
+    /// Every property broken, each with the events that show it.
+    pub violations: Vec<String>,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let acquisitions: usize = self.acquisitions.values().sum();
+        write!(
+            f,
+            "{acquisitions} acquisitions {:?}, {} cancelled, {} failed; ",
+            self.acquisitions, self.cancelled, self.failed
+        )?;
+        let faults: usize = self.faults.values().sum();
+        write!(f, "{faults} faults {:?}; ", self.faults)?;
+        write!(f, "{} fenced writes, {} job-ticks; ", self.writes, self.ticks)?;
+        write!(f, "take-back max ms {:?}, longest gap {} ms; ", self.take_back_ms, self.longest_gap_ms)?;
+        write!(f, "violations: {}", self.violations.len())
+    }
+}
+
+/// One hold, from its events.
+#[derive(Debug)]
+struct Hold {
+    who: String,
+    resource: String,
+    mode: Mode,
+    fence: u64,
+    acquired_us: u64,
+    window: Option<(u64, u64)>,
+}
+
+/// Checks the history: exclusion of windows (per mode), fences (unique per resource, and
+/// increasing along every pair of holds that exclude each other), the store's accepted writes
+/// (fences never going back, each fence one writer's), job-ticks (each run at most once),
+/// take-backs after a holder was killed or cut off, and stalls.
+pub fn check(events: &[Event], store: &[StoreWrite], bounds: Bounds) -> Report {
+    let mut report = Report::default();
+    let holds = holds(events, &mut report);
+    exclusion(&holds, &mut report);
+    fences(&holds, &mut report);
+    store_order(store, &mut report);
+    ticks(events, &mut report);
+    take_backs(events, &holds, bounds, &mut report);
+    stalls(&holds, bounds, &mut report);
+    report.writes = store.len();
+    report
+}
+
+fn holds(events: &[Event], report: &mut Report) -> Vec<Hold> {
+    let mut holds: Vec<Hold> = Vec::new();
+    let mut index: HashMap<(String, String, u64), usize> = HashMap::new();
+    for e in events {
+        match &e.what {
+            What::Acquired { resource, mode, fence } => {
+                *report.acquisitions.entry(mode.name()).or_default() += 1;
+                let at = holds.len();
+                holds.push(Hold {
+                    who: e.who.clone(),
+                    resource: resource.clone(),
+                    mode: *mode,
+                    fence: *fence,
+                    acquired_us: e.at_us,
+                    window: None,
+                });
+                if index.insert((e.who.clone(), resource.clone(), *fence), at).is_some() {
+                    report.violations.push(format!("{} acquired {resource} twice with fence {fence}", e.who));
+                }
+            }
+            What::Valid { resource, fence } => match index.get(&(e.who.clone(), resource.clone(), *fence)) {
+                Some(&i) => {
+                    let w = holds[i].window.get_or_insert((e.at_us, e.at_us));
+                    w.0 = w.0.min(e.at_us);
+                    w.1 = w.1.max(e.at_us);
+                }
+                None => report
+                    .violations
+                    .push(format!("{} valid on {resource} fence {fence} never acquired", e.who)),
+            },
+            What::Cancelled { .. } => report.cancelled += 1,
+            What::Failed { .. } => report.failed += 1,
+            What::Fault { kind, .. } => *report.faults.entry(kind.clone()).or_default() += 1,
+            What::Released { .. } | What::Tick { .. } => {}
+        }
+    }
+    holds
+}
+
+fn by_resource(holds: &[Hold]) -> BTreeMap<&str, Vec<&Hold>> {
+    let mut map: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
+    for h in holds {
+        map.entry(h.resource.as_str()).or_default().push(h);
+    }
+    map
+}
+
+fn describe(h: &Hold) -> String {
+    match h.window {
+        Some((s, e)) => format!("{} {} fence {} valid {s}..{e}", h.who, h.mode.name(), h.fence),
+        None => format!("{} {} fence {} (never checked valid)", h.who, h.mode.name(), h.fence),
+    }
+}
+
+fn exclusion(holds: &[Hold], report: &mut Report) {
+    for (resource, mut hs) in by_resource(holds) {
+        hs.retain(|h| h.window.is_some());
+        hs.sort_by_key(|h| h.window.map(|w| w.0));
+        // Each window against the ones that start before it ends.
+        let mut permits_at_once = 0;
+        for (i, a) in hs.iter().enumerate() {
+            let Some((_, a_end)) = a.window else { continue };
+            let mut concurrent_permits = 1;
+            for b in &hs[i + 1..] {
+                let Some((b_start, _)) = b.window else { continue };
+                if b_start >= a_end {
+                    break;
+                }
+                if a.mode.excludes(b.mode) {
+                    report.violations.push(format!("{resource}: {} overlaps {}", describe(a), describe(b)));
+                } else if a.mode == Mode::Permit {
+                    concurrent_permits += 1;
+                }
+            }
+            permits_at_once = permits_at_once.max(concurrent_permits);
+        }
+        // Counting the windows that overlap `a` from the right bounds the permits held at
+        // `a`'s end only from above; an exact count needs a sweep.
+        if permits_at_once > PERMITS {
+            let mut points: Vec<(u64, i32)> = Vec::new();
+            for h in hs.iter().filter(|h| h.mode == Mode::Permit) {
+                if let Some((s, e)) = h.window {
+                    points.push((s, 1));
+                    points.push((e, -1));
+                }
+            }
+            // At one instant ends come before starts: windows are closed but µs stamps from
+            // different processes that touch are not evidence of an overlap.
+            points.sort_by_key(|&(t, d)| (t, d));
+            let (mut held, mut worst) = (0, 0);
+            for (_, d) in points {
+                held += d;
+                worst = worst.max(held);
+            }
+            if worst > i32::try_from(PERMITS).unwrap_or(i32::MAX) {
+                report
+                    .violations
+                    .push(format!("{resource}: {worst} permits held at once (declared {PERMITS})"));
+            }
+        }
+    }
+}
+
+fn fences(holds: &[Hold], report: &mut Report) {
+    for (resource, hs) in by_resource(holds) {
+        let mut seen: HashMap<u64, &Hold> = HashMap::new();
+        for h in &hs {
+            if let Some(other) = seen.insert(h.fence, h) {
+                report.violations.push(format!(
+                    "{resource}: fence {} issued twice: {} and {}",
+                    h.fence,
+                    describe(other),
+                    describe(h)
+                ));
+            }
+        }
+        // Holds that exclude each other are ordered by their windows; their fences must be too.
+        let mut windowed: Vec<&&Hold> = hs.iter().filter(|h| h.window.is_some()).collect();
+        windowed.sort_by_key(|h| h.window.map(|w| w.0));
+        for (i, a) in windowed.iter().enumerate() {
+            for b in &windowed[i + 1..] {
+                if a.mode.excludes(b.mode) && a.fence >= b.fence {
+                    report.violations.push(format!(
+                        "{resource}: fences out of order: {} before {}",
+                        describe(a),
+                        describe(b)
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn store_order(store: &[StoreWrite], report: &mut Report) {
+    let mut last: HashMap<&str, &StoreWrite> = HashMap::new();
+    let mut writer: HashMap<(&str, u64), &str> = HashMap::new();
+    for w in store {
+        if let Some(prev) = last.get(w.resource.as_str())
+            && w.fence < prev.fence
+        {
+            report.violations.push(format!(
+                "{}: the store accepted fence {} ({}) after {} ({})",
+                w.resource, w.fence, w.who, prev.fence, prev.who
+            ));
+        }
+        last.insert(&w.resource, w);
+        if let Some(other) = writer.insert((&w.resource, w.fence), &w.who)
+            && other != w.who
+        {
+            report
+                .violations
+                .push(format!("{}: fence {} written by {other} and {}", w.resource, w.fence, w.who));
+        }
+    }
+}
+
+fn ticks(events: &[Event], report: &mut Report) {
+    let mut runs: HashMap<i64, Vec<&str>> = HashMap::new();
+    for e in events {
+        if let What::Tick { tick } = e.what {
+            runs.entry(tick).or_default().push(&e.who);
+        }
+    }
+    report.ticks = runs.len();
+    let mut twice: Vec<_> = runs.iter().filter(|(_, who)| who.len() > 1).collect();
+    twice.sort();
+    for (tick, who) in twice {
+        report.violations.push(format!("job-tick {tick} ran {} times: {who:?}", who.len()));
+    }
+}
+
+/// The faults that cut a worker off from Redis or kill it.
+fn cuts_off(kind: &str) -> bool {
+    matches!(kind, "kill" | "partition" | "stop")
+}
+
+fn take_backs(events: &[Event], holds: &[Hold], bounds: Bounds, report: &mut Report) {
+    let release_at: HashMap<(&str, &str, u64), u64> = events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::Released { resource, fence } => {
+                Some(((e.who.as_str(), resource.as_str(), *fence), e.at_us))
+            }
+            _ => None,
+        })
+        .collect();
+    for e in events {
+        let What::Fault { kind, target, ms } = &e.what else { continue };
+        // A cut shorter than the TTL may end with the holder renewing: nothing to take back.
+        if !cuts_off(kind) || (kind != "kill" && Duration::from_millis(*ms) < LIVENESS_TTL) {
+            continue;
+        }
+        for h in holds.iter().filter(|h| &h.who == target && h.mode == Mode::Lock && h.acquired_us <= e.at_us)
+        {
+            let id = (h.who.as_str(), h.resource.as_str(), h.fence);
+            if release_at.get(&id).is_some_and(|&at| at <= e.at_us) {
+                continue;
+            }
+            let next = holds
+                .iter()
+                .filter(|o| o.resource == h.resource && o.who != h.who && o.acquired_us > e.at_us)
+                .map(|o| o.acquired_us)
+                .min();
+            let taken_ms = next.map(|n| (n - e.at_us) / 1000);
+            match taken_ms {
+                Some(ms) if Duration::from_millis(ms) <= bounds.take_back => {
+                    let worst = report.take_back_ms.entry(kind.clone()).or_default();
+                    *worst = (*worst).max(ms);
+                }
+                _ => report.violations.push(format!(
+                    "{}: held by {} (fence {}) when it got `{kind}` at {}; taken by another after {:?} ms (bound {:?})",
+                    h.resource, h.who, h.fence, e.at_us, taken_ms, bounds.take_back
+                )),
+            }
+        }
+    }
+}
+
+fn stalls(holds: &[Hold], bounds: Bounds, report: &mut Report) {
+    for (resource, hs) in by_resource(holds) {
+        let mut at: Vec<u64> = hs.iter().map(|h| h.acquired_us).collect();
+        at.sort_unstable();
+        for pair in at.windows(2) {
+            let gap_ms = (pair[1] - pair[0]) / 1000;
+            report.longest_gap_ms = report.longest_gap_ms.max(gap_ms);
+            if Duration::from_millis(gap_ms) > bounds.stall {
+                report.violations.push(format!(
+                    "{resource}: no acquisition for {gap_ms} ms after {} (bound {:?})",
+                    pair[0], bounds.stall
+                ));
+            }
+        }
+    }
+}
+
+/// A small seeded generator (SplitMix64): the schedule and each worker's choices replay from
+/// their seed.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `low..high` (`low` when the range is empty).
+    pub fn range(&mut self, low: u64, high: u64) -> u64 {
+        if high <= low { low } else { low + self.next_u64() % (high - low) }
+    }
+
+    /// True with probability `percent` / 100.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.range(0, 100) < percent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOUNDS: Bounds = Bounds { take_back: Duration::from_secs(3), stall: Duration::from_secs(6) };
+
+    fn ev(at_ms: u64, who: &str, what: What) -> Event {
+        Event { at_us: at_ms * 1000, who: who.to_owned(), what }
+    }
+
+    /// A hold of `resource` by `who` acquired at `from` and checked valid at `from` and `to`.
+    fn hold(out: &mut Vec<Event>, who: &str, resource: &str, mode: Mode, fence: u64, from: u64, to: u64) {
+        let r = || resource.to_owned();
+        out.push(ev(from, who, What::Acquired { resource: r(), mode, fence }));
+        out.push(ev(from, who, What::Valid { resource: r(), fence }));
+        out.push(ev(to, who, What::Valid { resource: r(), fence }));
+        out.push(ev(to, who, What::Released { resource: r(), fence }));
+    }
+
+    fn violations(events: &[Event]) -> Vec<String> {
+        check(events, &[], BOUNDS).violations
+    }
+
+    #[test]
+    fn a_clean_history_has_no_violation() {
+        let mut h = Vec::new();
+        hold(&mut h, "a", "l", Mode::Lock, 1, 0, 10);
+        hold(&mut h, "b", "l", Mode::Lock, 2, 11, 20);
+        hold(&mut h, "a", "s", Mode::Permit, 1, 0, 10);
+        hold(&mut h, "b", "s", Mode::Permit, 2, 5, 15);
+        hold(&mut h, "a", "rw", Mode::Read, 1, 0, 10);
+        hold(&mut h, "b", "rw", Mode::Read, 2, 5, 12);
+        hold(&mut h, "c", "rw", Mode::Write, 3, 13, 20);
+        h.push(ev(30, "a", What::Tick { tick: 1 }));
+        h.push(ev(31, "b", What::Tick { tick: 2 }));
+        let report = check(&h, &[], BOUNDS);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.ticks, 2);
+        assert_eq!(report.acquisitions["lock"], 2);
+    }
+
+    #[test]
+    fn every_broken_property_is_reported() {
+        let two_holders = {
+            let mut h = Vec::new();
+            hold(&mut h, "a", "l", Mode::Lock, 1, 0, 10);
+            hold(&mut h, "b", "l", Mode::Lock, 2, 5, 20);
+            h
+        };
+        assert!(violations(&two_holders)[0].contains("overlaps"));
+        let reader_beside_writer = {
+            let mut h = Vec::new();
+            hold(&mut h, "a", "rw", Mode::Read, 1, 0, 10);
+            hold(&mut h, "b", "rw", Mode::Write, 2, 9, 20);
+            h
+        };
+        assert!(violations(&reader_beside_writer)[0].contains("overlaps"));
+        let three_permits = {
+            let mut h = Vec::new();
+            hold(&mut h, "a", "s", Mode::Permit, 1, 0, 10);
+            hold(&mut h, "b", "s", Mode::Permit, 2, 1, 10);
+            hold(&mut h, "c", "s", Mode::Permit, 3, 2, 10);
+            h
+        };
+        assert!(violations(&three_permits)[0].contains("3 permits held at once"));
+        let fence_back = {
+            let mut h = Vec::new();
+            hold(&mut h, "a", "l", Mode::Lock, 5, 0, 10);
+            hold(&mut h, "b", "l", Mode::Lock, 4, 11, 20);
+            h
+        };
+        assert!(violations(&fence_back)[0].contains("out of order"));
+        let fence_twice = {
+            let mut h = Vec::new();
+            hold(&mut h, "a", "s", Mode::Permit, 7, 0, 10);
+            hold(&mut h, "b", "s", Mode::Permit, 7, 20, 30);
+            h
+        };
+        assert!(violations(&fence_twice)[0].contains("issued twice"));
+        let tick_twice = vec![ev(0, "a", What::Tick { tick: 9 }), ev(1, "b", What::Tick { tick: 9 })];
+        assert!(violations(&tick_twice)[0].contains("ran 2 times"));
+        let stall = {
+            let mut h = Vec::new();
+            hold(&mut h, "a", "l", Mode::Lock, 1, 0, 10);
+            hold(&mut h, "b", "l", Mode::Lock, 2, 7000, 7010);
+            h
+        };
+        assert!(violations(&stall)[0].contains("no acquisition for 7000 ms"));
+        let kept_by_the_dead = {
+            let mut h = Vec::new();
+            h.push(ev(0, "a", What::Acquired { resource: "l".into(), mode: Mode::Lock, fence: 1 }));
+            h.push(ev(1, "test", What::Fault { kind: "kill".into(), target: "a".into(), ms: 0 }));
+            hold(&mut h, "b", "l", Mode::Lock, 2, 4000, 4010);
+            h
+        };
+        assert!(violations(&kept_by_the_dead).iter().any(|v| v.contains("got `kill`")));
+        let store = [
+            StoreWrite { resource: "l".into(), fence: 5, who: "a".into() },
+            StoreWrite { resource: "l".into(), fence: 4, who: "b".into() },
+            StoreWrite { resource: "l".into(), fence: 4, who: "c".into() },
+        ];
+        let found = check(&[], &store, BOUNDS).violations;
+        assert!(found[0].contains("accepted fence 4 (b) after 5"), "{found:?}");
+        assert!(found[1].contains("written by b and c"), "{found:?}");
+    }
+
+    #[test]
+    fn a_take_back_within_the_bound_is_measured() {
+        let mut h = Vec::new();
+        h.push(ev(0, "a", What::Acquired { resource: "l".into(), mode: Mode::Lock, fence: 1 }));
+        h.push(ev(100, "test", What::Fault { kind: "partition".into(), target: "a".into(), ms: 2000 }));
+        hold(&mut h, "b", "l", Mode::Lock, 2, 1300, 1310);
+        let report = check(&h, &[], BOUNDS);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.take_back_ms["partition"], 1200);
+    }
+
+    #[test]
+    fn events_round_trip_through_their_line() {
+        let whats = [
+            What::Acquired { resource: "r".into(), mode: Mode::Write, fence: 17 },
+            What::Valid { resource: "r".into(), fence: 17 },
+            What::Released { resource: "r".into(), fence: 17 },
+            What::Cancelled { resource: "r".into() },
+            What::Failed { resource: "r".into(), reason: "the wait ran out".into() },
+            What::Tick { tick: -3 },
+            What::Fault { kind: "delay".into(), target: "w1-0".into(), ms: 400 },
+        ];
+        for what in whats {
+            let line = Event::line(42, &what);
+            assert_eq!(Event::parse("w", &line), Some(Event { at_us: 42, who: "w".into(), what }), "{line}");
+        }
+        assert_eq!(Event::parse("w", "ready"), None);
+    }
+}
