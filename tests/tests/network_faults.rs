@@ -517,3 +517,134 @@ async fn a_cluster_shard_master_cut_off_loses_only_its_locks_and_they_come_back(
     assert!(got.release().await.expect("release"));
     drop(other_guard);
 }
+
+/// Field `name` of `SENTINEL MASTER` (the fixture's master) as the sentinel at `url` reports it.
+fn sentinel_field(url: &str, name: &str) -> Option<String> {
+    let reply =
+        tests::harness::query(url, &["SENTINEL", "MASTER", redis_fixture::SENTINEL_MASTER_NAME]).ok()?;
+    let fields: Vec<&str> = reply.lines().collect();
+    fields.chunks(2).find(|kv| kv[0] == name).and_then(|kv| kv.get(1)).map(|v| (*v).to_owned())
+}
+
+/// The Sentinel master cut off from the clients and the sentinels (they reach it through a
+/// proxy; its replica replicates directly): the sentinels promote the replica, the holder's
+/// client follows to it, and the lock stays one holder's at a time. The holder either keeps
+/// its lock (its renewal reaches the promoted replica, which has the key thanks to `WAIT`) or
+/// is told before anyone else takes it; after the heal the old master is demoted and the
+/// holder's held-back commands, landing there late, change nothing on the new master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_master_cut_off_fails_over_with_one_holder_at_a_time() {
+    init_tracing();
+    let group =
+        tokio::task::spawn_blocking(tests::harness::RedisSentinelGroup::start).await.expect("sentinels");
+    let name = group.master_name().to_owned();
+    let (_, master_port) = group.master_addr();
+    let master = format!("redis://127.0.0.1:{master_port}/");
+    let proxy = FaultProxy::start(master_port).expect("proxy");
+    // The sentinels (and so the clients) now reach the master only through the proxy.
+    for sentinel in group.sentinel_urls() {
+        let q = |args: &[&str]| tests::harness::query(&sentinel, args).expect("a sentinel command");
+        q(&["SENTINEL", "REMOVE", &name]);
+        q(&["SENTINEL", "MONITOR", &name, "127.0.0.1", &proxy.port().to_string(), "2"]);
+        q(&["SENTINEL", "SET", &name, "down-after-milliseconds", "1000", "failover-timeout", "5000"]);
+    }
+    let sentinels = group.sentinel_urls();
+    assert!(
+        wait_until(Duration::from_secs(20), || sentinels.iter().all(|s| {
+            sentinel_field(s, "num-slaves").as_deref() == Some("1")
+                && sentinel_field(s, "num-other-sentinels").as_deref() == Some("2")
+                && sentinel_field(s, "port").as_deref() == Some(&proxy.port().to_string())
+        }))
+        .await,
+        "the sentinels monitor the master through the proxy"
+    );
+    let hosts: Vec<String> =
+        sentinels.iter().map(|u| u.trim_start_matches("redis://").trim_end_matches('/').to_owned()).collect();
+    let url = format!("redis+sentinel://{}/{name}", hosts.join(","));
+    let holder = LockClient::builder()
+        .url(url.as_str())
+        .instance_id("pod-holder")
+        .command_timeout(Duration::from_secs(1))
+        .liveness_ttl(Duration::from_secs(10))
+        .watchdog_lease(Duration::from_secs(8))
+        .replica_ack(lock_core::ReplicaAck::new(1, Duration::from_millis(500)))
+        .build()
+        .expect("the holder's client");
+    let key = "lock:partition:sentinel";
+    let guard = holder
+        .acquire(key, LockOptions::new().watchdog().fencing(true))
+        .await
+        .expect("the holder takes the lock");
+    let holder_fence = guard.fence().expect("fenced");
+    assert!(proxy.stats().accepted > 0, "the client reaches the master through the proxy");
+
+    let waiter = client(&url, "pod-waiter");
+    let cut = Instant::now();
+    proxy.partition();
+    let wait = tokio::spawn(async move {
+        let got = waiter.acquire(key, LockOptions::new().fencing(true).wait(Duration::from_secs(40))).await;
+        (got, Instant::now(), waiter)
+    });
+    // The sentinels promote the replica (it has the key: the holder asked for WAIT 1).
+    let promoted = loop {
+        let now: Vec<Option<String>> = sentinels.iter().map(|s| sentinel_field(s, "port")).collect();
+        if let Some(Some(port)) = now.first()
+            && *port != proxy.port().to_string()
+            && now.iter().all(|p| p.as_ref() == Some(port))
+        {
+            break format!("redis://127.0.0.1:{port}/");
+        }
+        assert!(cut.elapsed() < Duration::from_secs(30), "no failover 30 s after the cut: {now:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let failover = cut.elapsed();
+    assert_eq!(
+        schema::unmarked(
+            &tests::harness::query(&promoted, &["GET", key]).expect("GET on the promoted replica")
+        ),
+        guard.token(),
+        "the promoted replica has the holder's lock"
+    );
+    // The holder either renews on the promoted replica in time (keeps it) or is told.
+    let settled = wait_until(Duration::from_secs(15), || {
+        !guard.is_held()
+            || tests::harness::query(&promoted, &["PTTL", key])
+                .ok()
+                .and_then(|t| t.parse::<u64>().ok())
+                .is_some_and(|ms| {
+                    Duration::from_millis(ms) + cut.elapsed() > Duration::from_secs(8) + failover
+                })
+    })
+    .await;
+    assert!(settled, "the holder neither renewed on the promoted replica nor was told");
+    let kept = guard.is_held();
+    assert!(!wait.is_finished() || !kept, "the waiter got the lock while the holder still held it");
+
+    proxy.heal();
+    // The sentinels demote the old master; its late commands change nothing on the new one.
+    assert!(
+        wait_until(Duration::from_secs(20), || tests::harness::query(&master, &["ROLE"])
+            .is_ok_and(|r| r.starts_with("slave")))
+        .await,
+        "the old master is demoted after the heal"
+    );
+    let release_sent = Instant::now();
+    let released = guard.release().await;
+    let (got, taken_at, _waiter) =
+        tokio::time::timeout(Duration::from_secs(40), wait).await.expect("waiter ends").expect("task");
+    let got = got.expect("the waiter takes the lock");
+    if kept {
+        assert!(taken_at >= release_sent, "the waiter took the lock before the holder released it");
+        assert_eq!(released.ok(), Some(true), "the holder kept its lock, so its release owned it");
+    }
+    assert!(got.fence().is_some_and(|f| f > holder_fence), "fences increase across the failover");
+    let value = tests::harness::query(&promoted, &["GET", key]).expect("GET");
+    assert_eq!(schema::unmarked(&value), got.token());
+    eprintln!(
+        "sentinel master cut off: failover {failover:?} after the cut; holder kept the lock: {kept}; \
+         waiter took it {:?} after the release was sent",
+        taken_at.saturating_duration_since(release_sent)
+    );
+    assert!(got.release().await.expect("release"));
+    drop(group);
+}
