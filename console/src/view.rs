@@ -233,4 +233,52 @@ mod tests {
         assert_eq!(history_len(Some("1000000")).err().map(|e| e.code), Some("invalid_n"));
         assert_eq!(history_len(None).ok(), Some(DEFAULT_HISTORY));
     }
+
+    /// Glob-ish text: pattern characters, key characters, control characters, non-ASCII.
+    fn pattern_like() -> impl proptest::strategy::Strategy<Value = String> {
+        proptest::string::string_regex("[*?\\[\\]^a-z:{}\\-\\\\é\n\t\u{0}]{0,40}").expect("a valid regex")
+    }
+
+    fn limit_like() -> impl proptest::strategy::Strategy<Value = Option<String>> {
+        proptest::option::of(
+            proptest::string::string_regex("-?[0-9]{0,22}|[a-z ]{0,3}").expect("a valid regex"),
+        )
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config { cases: 512, ..Default::default() })]
+
+        /// Whatever the pattern and limit (the console's query and `lockctl serve`'s
+        /// `--lock-pattern` share this parser): no panic, the same answer in the same words for
+        /// the same input, and an accepted query is exactly the pattern given (or the default
+        /// when empty) with a limit in range, while a refusal names its rule.
+        #[test]
+        fn a_lock_query_is_judged_by_its_rules(pattern in pattern_like(), limit in limit_like()) {
+            let parse = || LockQuery::parse(Some(&pattern), limit.as_deref(), "lock:*");
+            let (first, second) = (parse(), parse());
+            match (&first, &second) {
+                (Ok(a), Ok(b)) => {
+                    proptest::prop_assert_eq!((&a.pattern, a.limit), (&b.pattern, b.limit));
+                    let expected = if pattern.is_empty() { "lock:*" } else { pattern.as_str() };
+                    proptest::prop_assert_eq!(a.pattern.as_str(), expected);
+                    proptest::prop_assert!((1..=MAX_LIMIT).contains(&a.limit));
+                    proptest::prop_assert!(!a.pattern.chars().any(char::is_control));
+                }
+                (Err(a), Err(b)) => {
+                    proptest::prop_assert_eq!((a.code, &a.message), (b.code, &b.message));
+                    let control = pattern.chars().any(char::is_control);
+                    let bad_limit = limit.as_deref().is_some_and(|l| !matches!(l.parse::<usize>(), Ok(1..=MAX_LIMIT)));
+                    let unbounded = !pattern.is_empty() && pattern.starts_with(['*', '?', '[']) && limit.is_none();
+                    let why = match a.code {
+                        "invalid_input" => control,
+                        "invalid_limit" => bad_limit && a.message.contains(limit.as_deref().unwrap_or("")),
+                        "unbounded_pattern" => unbounded,
+                        _ => false,
+                    };
+                    proptest::prop_assert!(why, "{}: {}", a.code, a.message);
+                }
+                _ => proptest::prop_assert!(false, "two answers for one input"),
+            }
+        }
+    }
 }

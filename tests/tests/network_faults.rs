@@ -526,8 +526,8 @@ fn sentinel_field(url: &str, name: &str) -> Option<String> {
     fields.chunks(2).find(|kv| kv[0] == name).and_then(|kv| kv.get(1)).map(|v| (*v).to_owned())
 }
 
-/// The Sentinel master cut off from the clients and the sentinels (they reach it through a
-/// proxy; its replica replicates directly): the sentinels promote the replica, the holder's
+/// The Sentinel master cut off from the clients, the sentinels and its replica (they all reach
+/// it through a proxy): the sentinels promote the replica, the holder's
 /// client follows to it, and the lock stays one holder's at a time. The holder either keeps
 /// its lock (its renewal reaches the promoted replica, which has the key thanks to `WAIT`) or
 /// is told before anyone else takes it; after the heal the old master is demoted and the
@@ -548,13 +548,24 @@ async fn a_sentinel_master_cut_off_fails_over_with_one_holder_at_a_time() {
         q(&["SENTINEL", "MONITOR", &name, "127.0.0.1", &proxy.port().to_string(), "2"]);
         q(&["SENTINEL", "SET", &name, "down-after-milliseconds", "1000", "failover-timeout", "5000"]);
     }
+    // The replica too (the sentinels would move it there anyway, at a moment of their
+    // choosing): replication is cut with everything else, and it is in sync before the cut.
+    let replica = group.data_urls().into_iter().find(|u| *u != master).expect("a replica");
+    tests::harness::query(&replica, &["REPLICAOF", "127.0.0.1", &proxy.port().to_string()])
+        .expect("REPLICAOF");
+    let synced_through_proxy = || {
+        tests::harness::query(&replica, &["INFO", "replication"]).is_ok_and(|info| {
+            info.contains(&format!("master_port:{}", proxy.port())) && info.contains("master_link_status:up")
+        })
+    };
     let sentinels = group.sentinel_urls();
     assert!(
-        wait_until(Duration::from_secs(20), || sentinels.iter().all(|s| {
-            sentinel_field(s, "num-slaves").as_deref() == Some("1")
-                && sentinel_field(s, "num-other-sentinels").as_deref() == Some("2")
-                && sentinel_field(s, "port").as_deref() == Some(&proxy.port().to_string())
-        }))
+        wait_until(Duration::from_secs(20), || synced_through_proxy()
+            && sentinels.iter().all(|s| {
+                sentinel_field(s, "num-slaves").as_deref() == Some("1")
+                    && sentinel_field(s, "num-other-sentinels").as_deref() == Some("2")
+                    && sentinel_field(s, "port").as_deref() == Some(&proxy.port().to_string())
+            }))
         .await,
         "the sentinels monitor the master through the proxy"
     );
