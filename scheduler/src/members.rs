@@ -63,14 +63,18 @@ impl Members {
     /// that stopped renewing drops out here the moment it lapses, before the next read), and
     /// this replica; sorted.
     pub(crate) fn live(&self) -> Vec<Arc<str>> {
-        let seen = self.seen.read().map(|l| l.clone()).unwrap_or_else(|e| e.into_inner().clone());
-        live_at(&seen, &self.instance, Instant::now())
+        live_at(&self.seen(), &self.instance, Instant::now())
     }
 
     /// Whether this replica is the preferred one for `job` at `tick` among the live members.
+    /// Asked once per job-tick: scores the members where they are, without collecting them.
     pub(crate) fn preferred(&self, job: &str, tick: i64) -> bool {
-        let live = self.live();
-        preferred_of(&live, job, tick).is_none_or(|p| **p == *self.instance)
+        preferred_at(&self.seen(), &self.instance, Instant::now(), job, tick)
+    }
+
+    /// The members as last read (a shared snapshot: no copy).
+    fn seen(&self) -> Seen {
+        self.seen.read().map(|l| l.clone()).unwrap_or_else(|e| e.into_inner().clone())
     }
 
     /// Announces this replica and refreshes the list of live members (one round trip).
@@ -177,8 +181,21 @@ fn live_at(seen: &[(Arc<str>, Instant)], me: &Arc<str>, now: Instant) -> Vec<Arc
     live
 }
 
-/// The member preferred for `job` at `tick`: the highest rendezvous score.
-pub(crate) fn preferred_of<'a>(live: &'a [Arc<str>], job: &str, tick: i64) -> Option<&'a Arc<str>> {
+/// Whether `me` has the highest rendezvous score for `job` at `tick` among the members of
+/// `seen` announced at `now` and itself (what `preferred_of(live_at(..))` says, without
+/// building that list).
+fn preferred_at(seen: &[(Arc<str>, Instant)], me: &Arc<str>, now: Instant, job: &str, tick: i64) -> bool {
+    let others = seen.iter().filter(|(name, lapses)| *lapses > now && name != me).map(|(name, _)| name);
+    others
+        .chain(std::iter::once(me))
+        .max_by_key(|instance| (score(job, tick, instance), instance.as_bytes()))
+        .is_none_or(|p| p == me)
+}
+
+/// The member preferred for `job` at `tick`: the highest rendezvous score (the rule
+/// `preferred_at` applies; the tests state it on lists).
+#[cfg(test)]
+fn preferred_of<'a>(live: &'a [Arc<str>], job: &str, tick: i64) -> Option<&'a Arc<str>> {
     live.iter().max_by_key(|instance| (score(job, tick, instance), instance.as_bytes()))
 }
 
@@ -259,6 +276,28 @@ mod tests {
         let mine = [(me.clone(), now)];
         assert_eq!(live_at(&mine, &me, now + Duration::from_secs(9)), std::slice::from_ref(&me));
         assert_eq!(live_at(&[], &me, now), [me]);
+    }
+
+    #[test]
+    fn preferred_at_agrees_with_the_live_list() {
+        let now = Instant::now();
+        let names: Vec<Arc<str>> = ["a", "b", "c", "d"].iter().map(|n| Arc::from(*n)).collect();
+        let seen: Vec<(Arc<str>, Instant)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), now + Duration::from_secs(u64::try_from(i).unwrap_or(0))))
+            .collect();
+        for me in &names {
+            for at in 0..5 {
+                let when = now + Duration::from_millis(at * 1000 + 500);
+                let live = live_at(&seen, me, when);
+                for job in 0..50 {
+                    let job = format!("j{job}");
+                    let expected = preferred_of(&live, &job, 7).is_none_or(|p| p == me);
+                    assert_eq!(preferred_at(&seen, me, when, &job, 7), expected, "{me} at {at}: {job}");
+                }
+            }
+        }
     }
 
     #[test]
