@@ -67,6 +67,14 @@ pub(crate) fn spawn(
     Running { handle, slot, fired_at, span }
 }
 
+/// A slot this replica was not preferred for, found already claimed once the claim grace was
+/// over: logged and reported as the run's own claim attempt would have been, without one.
+pub(crate) fn skip_done(shared: &Shared, job: &JobEntry, slot: DateTime<Utc>, fired_at: DateTime<Utc>) {
+    let outcome = RunOutcome::SkippedTickDone;
+    log_outcome(job, slot, &outcome, Duration::ZERO);
+    shared.report(job, slot, fired_at, outcome, Duration::ZERO);
+}
+
 /// Cancels the run: dropping its future drops its lock guard, which releases the lock.
 /// Returns whether the run had started (one still waiting for its pause check is dropped
 /// without a trace).

@@ -31,3 +31,49 @@ pub(crate) async fn held_among(client: &LockClient, keys: &[String]) -> Option<V
     let held: Vec<i64> = query(client, "checking which locks are held", &pipe).await.ok()?;
     Some(held.into_iter().map(|n| n == 1).collect())
 }
+
+/// What a replica needs to know about a slot it was not preferred for, once the claim grace
+/// is over: whether the job is paused, and the last tick claimed with its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SlotState {
+    pub(crate) paused: bool,
+    /// `None`: none claimed (or forgotten), or the scheduler does not know the job's lock key.
+    pub(crate) last_tick: Option<i64>,
+}
+
+/// The [`SlotState`] of each job — its name and, if the scheduler knows it, its lock key — in
+/// one pipelined round trip: a pause flag read (`EXISTS`) and a claimed-tick read (`GET`) per
+/// job, where a claim attempt is a script call. `None`: Redis failed.
+pub(crate) async fn slot_states(
+    client: &LockClient,
+    jobs: &[(&str, Option<&str>)],
+) -> Option<Vec<SlotState>> {
+    let mut pipe = redis::pipe();
+    // Per job: whether its pause flag and its tick were asked for (invalid names and keys are
+    // refused when the job is added; skipped here rather than trusted).
+    let mut asked = Vec::with_capacity(jobs.len());
+    for (name, key) in jobs {
+        let pause = crate::schema::pause_key(name).ok();
+        if let Some(pause) = &pause {
+            pipe.cmd("EXISTS").arg(pause);
+        }
+        let key = key.filter(|key| lock_core::validate_key(key).is_ok());
+        if let Some(key) = key {
+            pipe.cmd("GET").arg(lock_core::schema::tick_key(key));
+        }
+        asked.push((pause.is_some(), key.is_some()));
+    }
+    let replies: Vec<redis::Value> = query(client, "reading the slots' pause flags and claimed ticks", &pipe)
+        .await
+        .map_err(|e| tracing::debug!(error = %e, "could not read the deferred slots' state; trying them"))
+        .ok()?;
+    let mut replies = replies.into_iter();
+    let mut states = Vec::with_capacity(jobs.len());
+    for (pause, tick) in asked {
+        let paused = if pause { redis::from_redis_value::<i64>(replies.next()?).ok()? == 1 } else { false };
+        let last_tick =
+            if tick { redis::from_redis_value::<Option<i64>>(replies.next()?).ok()? } else { None };
+        states.push(SlotState { paused, last_tick });
+    }
+    Some(states)
+}

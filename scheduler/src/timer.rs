@@ -7,7 +7,7 @@
 //! wall clock (a suspended VM, an NTP correction) recomputes every job's next slot.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ use crate::run::{self, Running};
 use crate::schedule::{Due, MAX_CATCH_UP, NextSlots};
 use crate::shared::{JobEntry, Shared};
 use crate::state::State;
-use crate::ticks;
+use crate::ticks::{self, SlotState};
 
 /// Longest sleep between readings of the wall clock: a clock step is noticed within this.
 const RECHECK: Duration = Duration::from_secs(1);
@@ -90,6 +90,7 @@ pub(crate) fn spawn(
     let span = tracing::info_span!(parent: None, "scheduler", instance = %shared.instance);
     let (synced_tx, synced) = mpsc::unbounded_channel();
     let (held_tx, held) = mpsc::unbounded_channel();
+    let (checked_tx, checked) = mpsc::unbounded_channel();
     let mut timer = Timer {
         anchor: (shared.clock.now(), Instant::now()),
         shared,
@@ -107,6 +108,8 @@ pub(crate) fn spawn(
         held_tx,
         held,
         held_checks: Vec::new(),
+        checked_tx,
+        checked,
         next_slots: NextSlots::default(),
     };
     let known = floors.is_some();
@@ -177,6 +180,10 @@ struct Scheduled {
     resyncing: bool,
 }
 
+/// Deferred slots whose claim grace ended, and their state in Redis (in the same order), if
+/// it answered.
+type Checked = (Vec<Deferred>, Option<Vec<SlotState>>);
+
 /// A slot to try once the claim grace is over (if the preferred replica has not run it).
 struct Deferred {
     at: Instant,
@@ -212,6 +219,10 @@ struct Timer {
     held: mpsc::UnboundedReceiver<(Arc<str>, DateTime<Utc>)>,
     /// Deferred slots of this wake to check for a held lock: (job, slot, lock key).
     held_checks: Vec<(Arc<str>, DateTime<Utc>, String)>,
+    /// Deferred slots whose grace ended, with what Redis said of them (`None`: it did not
+    /// answer), and their sender.
+    checked_tx: mpsc::UnboundedSender<Checked>,
+    checked: mpsc::UnboundedReceiver<Checked>,
     /// Next slots of the jobs just fired, shared by jobs on the same schedule.
     next_slots: NextSlots,
 }
@@ -254,6 +265,7 @@ impl Timer {
                 Some(job) = self.resync.recv() => self.start_resync(&job),
                 Some((job, last)) = self.synced.recv() => self.apply_resync(&job, last),
                 Some((job, slot)) = self.held.recv() => self.skip_held(&job, slot),
+                Some((slots, states)) = self.checked.recv() => self.start_checked(slots, states),
             }
         }
     }
@@ -542,28 +554,70 @@ impl Timer {
         self.shared.report(&job.entry, slot, slot, RunOutcome::SkippedHeld, Duration::ZERO);
     }
 
-    /// Starts the runs whose claim grace is over, their pause flags read together.
+    /// Looks at the slots whose claim grace is over, all in one round trip: their pause flags
+    /// and the ticks claimed with their locks (so that the slots the preferred replica ran
+    /// cost a read each, not a claim attempt). [`start_checked`](Self::start_checked) goes
+    /// on with the answer; the slots stay deferred until then.
     fn start_deferred(&mut self) {
         let now = Instant::now();
         if self.deferred.front().is_none_or(|d| d.at > now) {
             return;
         }
-        let (tx, pause) = PauseCheck::pending();
-        let mut started = Vec::new();
+        let mut due = Vec::new();
         while let Some(first) = self.deferred.front()
             && first.at <= now
         {
             let Some(d) = self.deferred.pop_front() else { break };
+            if self.jobs.get(&d.job).is_some_and(|job| job.deferred == Some(d.slot)) {
+                due.push(d);
+            } // else the job was removed, or added again
+        }
+        if due.is_empty() {
+            return;
+        }
+        let keys: Vec<Option<String>> = due
+            .iter()
+            .map(|d| {
+                self.jobs.get(&d.job).and_then(|job| job.entry.lock.as_ref()).map(|lock| lock.key.clone())
+            })
+            .collect();
+        let (client, tx) = (self.shared.client.clone(), self.checked_tx.clone());
+        tokio::spawn(
+            async move {
+                let jobs: Vec<(&str, Option<&str>)> =
+                    due.iter().zip(&keys).map(|(d, key)| (&*d.job, key.as_deref())).collect();
+                let states = ticks::slot_states(&client, &jobs).await;
+                let _ = tx.send((due, states));
+            }
+            .in_current_span(),
+        );
+    }
+
+    /// Deals with deferred slots as Redis described them: a slot whose tick was claimed (the
+    /// preferred replica ran it) is skipped here; the others start (to claim the tick, or be
+    /// recorded as paused). Without an answer, every slot starts, and its claim decides.
+    fn start_checked(&mut self, slots: Vec<Deferred>, states: Option<Vec<SlotState>>) {
+        let known = states.as_ref().is_some_and(|s| s.len() == slots.len());
+        let states = states.filter(|_| known).unwrap_or_default();
+        let paused: HashSet<Arc<str>> =
+            slots.iter().zip(&states).filter(|(_, state)| state.paused).map(|(d, _)| d.job.clone()).collect();
+        let pause = PauseCheck::known(paused);
+        let mut states = states.into_iter();
+        for d in slots {
+            let state = states.next();
             let Some(job) = self.jobs.get_mut(&d.job) else { continue };
             if job.deferred != Some(d.slot) {
-                continue; // the job was removed and added again
+                continue; // removed and added again, or skipped as held meanwhile
             }
             job.deferred = None;
+            let tick = d.slot.timestamp_millis();
+            if let Some(SlotState { paused: false, last_tick: Some(last) }) = state
+                && last >= tick
+            {
+                run::skip_done(&self.shared, &job.entry, d.slot, d.fired_at);
+                continue;
+            }
             job.current = Some(run::spawn(&self.shared, &job.entry, d.slot, d.fired_at, pause.clone()));
-            started.push(d.job);
-        }
-        if !started.is_empty() {
-            PauseCheck::answer(tx, self.shared.client.clone(), started);
         }
     }
 
