@@ -17,7 +17,14 @@
 //! - **Idle**: one replica with `--idle-jobs` daily jobs (none due): its process CPU time over
 //!   `--idle-secs`, per job per second.
 //!
-//! Prints Markdown tables and the targets of issue 14 (met or not).
+//! Over the load window it also reads the server's counters (`INFO commandstats`, `INFO cpu`,
+//! `INFO stats`) and reports per job-tick, all replicas together: Redis CPU, Redis commands
+//! (script-internal ones included) and script calls, and the server's socket reads per replica
+//! per slot (each client round trip is at least one read). The floor — one conditional `SET
+//! … NX PX` per job-tick from a raw pipelined client, as many job-ticks as the window had —
+//! is measured in the same run, after the load, and is the baseline of the ratios.
+//!
+//! Prints Markdown tables and the targets of issues 14 and 25 (met or not).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -29,8 +36,15 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use clap::builder::RangedU64ValueParser;
 use lock_core::LockClient;
+use lock_core::redis::{self, aio::MultiplexedConnection};
 use scheduler::chrono::Utc;
 use scheduler::{Job, RunContext, Scheduler};
+
+#[path = "../server.rs"]
+#[allow(dead_code, reason = "shared with lockbench, which uses all of it")]
+mod server;
+
+use server::{CmdDelta, CmdStats, process_cpu_us};
 
 /// The run line a replica prints: `run <job> <tick ms> <lag µs>`.
 const RUN: &str = "run";
@@ -125,7 +139,11 @@ fn coordinator(args: &[String]) -> Result<()> {
         let stdout = BufReader::new(child.stdout.take().context("replica stdout")?);
         children.push(Replica { instance, child, stdin, stdout });
     }
-    let result = measure(&args, &mut children);
+    let rt = runtime()?;
+    let mut conn = rt
+        .block_on(redis::Client::open(redis.url())?.get_multiplexed_async_connection())
+        .context("connecting to Redis for its counters")?;
+    let result = measure(&args, &mut children, &rt, &mut conn);
     for replica in &mut children {
         let _ = replica.child.kill();
         let _ = replica.child.wait();
@@ -140,7 +158,12 @@ struct Replica {
     stdout: BufReader<std::process::ChildStdout>,
 }
 
-fn measure(args: &Args, children: &mut [Replica]) -> Result<()> {
+fn measure(
+    args: &Args,
+    children: &mut [Replica],
+    rt: &tokio::runtime::Runtime,
+    conn: &mut MultiplexedConnection,
+) -> Result<()> {
     for replica in children.iter_mut() {
         let mut line = String::new();
         loop {
@@ -160,16 +183,21 @@ fn measure(args: &Args, children: &mut [Replica]) -> Result<()> {
         "\n## Load: {} replicas × {} jobs on a 1 s cron, {} s (claim grace {} ms)\n",
         args.replicas, args.jobs, args.secs, args.grace_ms
     );
-    let wait = Duration::from_millis((end_ms - Utc::now().timestamp_millis()).max(0) as u64 + 2500);
-    std::thread::sleep(wait);
+    // The server's counters over the window (the replicas then keep running for 2.5 s, so
+    // that the window's last slots are run, and looked at by every replica, before they stop).
+    sleep_until_ms(start_ms);
+    let before = rt.block_on(CmdStats::read(conn))?;
+    tell(children, "start");
+    sleep_until_ms(end_ms);
+    let load = rt.block_on(CmdStats::read(conn))?.since(&before);
+    tell(children, "end");
+    sleep_until_ms(end_ms + 2500);
     // Stop them: each then prints its runs and exits.
-    for replica in children.iter_mut() {
-        let _ = writeln!(replica.stdin, "stop");
-    }
+    tell(children, "stop");
     let mut per_tick: HashMap<(u32, i64), u32> = HashMap::new();
     let mut lags: Vec<u64> = Vec::new();
     let mut per_replica = Vec::new();
-    // CPU time of all replicas from ready to stop.
+    // CPU time of all replicas over the window.
     let mut cpu_us = 0u64;
     for replica in children.iter_mut() {
         let mut runs = 0u64;
@@ -224,21 +252,64 @@ fn measure(args: &Args, children: &mut [Replica]) -> Result<()> {
         lags.len(),
         missed_share * 100.0
     );
-    let all_runs = per_replica.iter().map(|(_, n)| n).sum::<u64>().max(1);
-    println!(
-        "\nReplica CPU time, from ready to stop (all runs, including the window's edges): {:.0} ms in \
-         total, about {:.0} µs per run in the window.",
-        cpu_us as f64 / 1000.0,
-        cpu_us as f64 / all_runs as f64
-    );
     println!("\n| replica | runs | vs even ({even:.0}) |");
     println!("|---|---|---|");
     for (instance, runs) in &per_replica {
         println!("| {instance} | {runs} | {:+.1}% |", (*runs as f64 - even) / even * 100.0);
     }
+
+    // The floor, as many job-ticks as the window had.
+    let floor = rt.block_on(floor(conn, args.jobs, args.secs))?;
+    let per = |v: u64| v as f64 / expected.max(1) as f64;
+    let scripts =
+        |d: &CmdDelta| ["evalsha", "eval", "fcall"].iter().filter_map(|c| d.by_command.get(*c)).sum::<u64>();
+    let cpu = (per(load.server_cpu_us), per(floor.server_cpu_us));
+    let cmds = (per(load.calls), per(floor.calls));
+    let slots = args.replicas as f64 * args.secs as f64;
+    let reads_per_replica_slot = load.reads as f64 / slots;
+    // Each replica's CPU time over the window, per 1,000 job-ticks (of all replicas).
+    let replica_cpu_per_k = cpu_us as f64 / 1000.0 / args.replicas as f64 / (expected.max(1) as f64 / 1000.0);
+    println!("\n| per job-tick, all replicas | scheduler | floor | × floor |");
+    println!("|---|---|---|---|");
+    println!(
+        "| Redis CPU (INFO cpu) | {:.1} µs | {:.1} µs | {:.1} |",
+        cpu.0,
+        cpu.1,
+        cpu.0 / cpu.1.max(f64::MIN_POSITIVE)
+    );
+    println!(
+        "| Redis commands (script-internal included) | {:.2} | {:.2} | {:.1} |",
+        cmds.0,
+        cmds.1,
+        cmds.0 / cmds.1.max(f64::MIN_POSITIVE)
+    );
+    println!("| script calls | {:.2} | 0 | |", per(scripts(&load)));
+    println!(
+        "\nRedis commands per job-tick: {}.\n\nExecution µs per call (INFO commandstats; a script's \
+         includes the commands it runs): {}; scripts take {:.1} µs per job-tick of it.\n\nServer socket reads per replica per slot (a client \
+         round trip is at least one read; pipelined and concurrent requests share reads): {:.1} \
+         ({:.2} per job). Replica CPU over the window: {:.1} ms per 1,000 job-ticks per replica. The floor: {} × {} \
+         `SET … NX PX` in pipelines of {}, back to back, after the load.",
+        load.breakdown(expected),
+        load.usec_per_call(),
+        per(["evalsha", "eval", "fcall"].iter().filter_map(|c| load.usec_by_command.get(*c)).sum()),
+        reads_per_replica_slot,
+        reads_per_replica_slot / args.jobs as f64,
+        replica_cpu_per_k,
+        args.secs,
+        args.jobs,
+        args.jobs,
+    );
+    let lag_limit = if args.jobs >= 10_000 { 250.0 } else { 25.0 };
     println!("\n| target | measured | met |");
     println!("|---|---|---|");
-    println!("| start lag p99 ≤ 50 ms | {p99:.1} ms | {} |", met(p99 <= 50.0));
+    println!("| start lag p99 ≤ {lag_limit:.0} ms | {p99:.1} ms | {} |", met(p99 <= lag_limit));
+    println!("| Redis CPU per job-tick ≤ 10 µs | {:.1} µs | {} |", cpu.0, met(cpu.0 <= 10.0));
+    println!(
+        "| Redis CPU per job-tick within 3× the floor | {:.1}× | {} |",
+        cpu.0 / cpu.1.max(f64::MIN_POSITIVE),
+        met(cpu.0 <= 3.0 * cpu.1)
+    );
     println!(
         "| runs per replica within ±25% of even | worst {:.1}% | {} |",
         worst * 100.0,
@@ -247,10 +318,46 @@ fn measure(args: &Args, children: &mut [Replica]) -> Result<()> {
     println!("| no double run | {doubles} | {} |", met(doubles == 0));
     println!("| ≤ 0.1% missed job-ticks | {:.3}% | {} |", missed_share * 100.0, met(missed_share <= 0.001));
     println!(
-        "{{\"scenario\":\"sched\",\"replicas\":{},\"jobs\":{},\"secs\":{},\"expected\":{expected},\"doubles\":{doubles},\"missed\":{missed},\"p50_ms\":{p50:.2},\"p99_ms\":{p99:.2},\"max_ms\":{max:.2},\"worst_spread\":{worst:.3}}}",
-        args.replicas, args.jobs, args.secs
+        "{{\"scenario\":\"sched\",\"replicas\":{},\"jobs\":{},\"secs\":{},\"expected\":{expected},\"doubles\":{doubles},\"missed\":{missed},\"p50_ms\":{p50:.2},\"p99_ms\":{p99:.2},\"max_ms\":{max:.2},\"worst_spread\":{worst:.3},\"redis_cpu_us\":{:.2},\"floor_cpu_us\":{:.2},\"redis_cmds\":{:.2},\"floor_cmds\":{:.2},\"reads_per_replica_slot\":{reads_per_replica_slot:.1}}}",
+        args.replicas, args.jobs, args.secs, cpu.0, cpu.1, cmds.0, cmds.1
     );
     Ok(())
+}
+
+/// Writes `line` to every replica's stdin (`start`, `end`: the window; `stop`).
+fn tell(children: &mut [Replica], line: &str) {
+    for replica in children.iter_mut() {
+        let _ = writeln!(replica.stdin, "{line}");
+        let _ = replica.stdin.flush();
+    }
+}
+
+/// Sleeps until the wall clock reads `ms` (epoch ms).
+fn sleep_until_ms(ms: i64) {
+    let left = ms - Utc::now().timestamp_millis();
+    if left > 0 {
+        std::thread::sleep(Duration::from_millis(left as u64));
+    }
+}
+
+/// The floor: `slots` × `jobs` conditional writes (`SET … NX PX`, one key per job-tick), each
+/// slot's in one pipeline, with the server's counters around them.
+async fn floor(conn: &mut MultiplexedConnection, jobs: usize, slots: u64) -> Result<CmdDelta> {
+    let before = CmdStats::read(conn).await?;
+    for slot in 0..slots {
+        let mut pipe = redis::pipe();
+        for job in 0..jobs {
+            pipe.cmd("SET")
+                .arg(format!("schedbench-floor:{job}:{slot}"))
+                .arg("replica-0")
+                .arg("NX")
+                .arg("PX")
+                .arg(60_000)
+                .ignore();
+        }
+        pipe.query_async::<()>(conn).await.context("the floor's SET NX PX")?;
+    }
+    Ok(CmdStats::read(conn).await?.since(&before))
 }
 
 fn met(ok: bool) -> &'static str {
@@ -269,7 +376,8 @@ fn client(url: &str, instance: &str) -> Result<LockClient> {
 }
 
 /// `--replica URL INSTANCE JOBS REPLICAS GRACE_MS`: runs `JOBS` jobs on a 1 s cron until `stop`
-/// on stdin, then prints one `run` line per run it started.
+/// on stdin, then prints its CPU time between `start` and `end` on stdin (`cpu_us`) and one
+/// `run` line per run it started.
 fn replica(args: &[String]) -> Result<()> {
     let [url, instance, jobs, replicas, grace_ms] = args else {
         bail!("internal: schedbench --replica URL INSTANCE JOBS REPLICAS GRACE_MS")
@@ -306,13 +414,20 @@ fn replica(args: &[String]) -> Result<()> {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         println!("ready");
-        let stop = tokio::task::spawn_blocking(|| {
-            let mut line = String::new();
-            let _ = std::io::stdin().read_line(&mut line);
+        // `start` and `end` bound the window this process's CPU time is measured over; `stop`
+        // (or the coordinator gone) ends the run.
+        let window = tokio::task::spawn_blocking(|| {
+            let (mut started, mut used) = (None, 0);
+            for line in std::io::stdin().lines() {
+                match line.as_deref().map(str::trim) {
+                    Ok("start") => started = Some(process_cpu_us()),
+                    Ok("end") => used = started.map_or(0, |s| process_cpu_us().saturating_sub(s)),
+                    _ => break,
+                }
+            }
+            used
         });
-        let cpu_before = process_cpu_us();
-        let _ = stop.await;
-        println!("cpu_us {}", process_cpu_us().saturating_sub(cpu_before));
+        println!("cpu_us {}", window.await.unwrap_or(0));
         handle.shutdown().await;
         Ok(())
     })?;
@@ -350,14 +465,4 @@ fn idle(args: &[String]) -> Result<()> {
         handle.shutdown().await;
         Ok(())
     })
-}
-
-/// User + system CPU time of this process (all threads), in µs, from `/proc/self/stat`
-/// (clock ticks of 10 ms: measure over seconds).
-fn process_cpu_us() -> u64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0 };
-    let Some((_, rest)) = stat.rsplit_once(')') else { return 0 };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    (ticks(11) + ticks(12)) * 10_000
 }
