@@ -439,6 +439,70 @@ async fn a_replica_dying_mid_run_frees_the_lock_at_lease_expiry_and_another_runs
     assert_eq!(server.cli(&["GET", "lock:crash"]), "(nil)", "the survivor released it");
 }
 
+/// The issue-25 scenario: 3 replica processes, a 1.5 s job on `*/2`, kill -9 of the replica
+/// running it. Once the killed replica's liveness lease has lapsed (6 s, lock-core's default)
+/// it is no longer preferred anywhere, so every later slot runs once, at once (not a claim
+/// grace late, which made a 1.5 s run overlap the next slot and lose it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_mid_run_stops_being_preferred_and_no_later_slot_is_lost() {
+    init_tracing();
+    let server = RedisServer::start();
+    // (replica, tick, wall ms its start was read)
+    let starts: Arc<Mutex<Vec<(usize, i64, i64)>>> = Arc::default();
+    let mut children = Vec::new();
+    for i in 0..3 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_scheduler_replica"))
+            .args([server.url(), format!("pod-{i}"), "lock:takeover".into()])
+            .args(["1500", "6000", "1000", "*/2 * * * * *"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn scheduler_replica");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+        let starts = starts.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = stdout.next_line().await {
+                if let Some(tick) = line.strip_prefix("started ").and_then(|t| t.trim().parse().ok()) {
+                    starts.lock().expect("starts").push((i, tick, Utc::now().timestamp_millis()));
+                }
+            }
+        });
+        children.push(child);
+    }
+    // A run after all three announced themselves (3 s: the announcements are every 2 s).
+    let after = Utc::now().timestamp_millis() + 3000;
+    let running = || starts.lock().expect("starts").iter().find(|s| s.1 >= after).map(|s| s.0);
+    assert!(wait_until(Duration::from_secs(10), || running().is_some()).await, "a run started");
+    let victim = running().expect("a run started");
+    children[victim].start_kill().expect("kill -9 the running replica");
+    let killed_ms = Utc::now().timestamp_millis();
+    // Slots from one liveness TTL (6 s) plus 1.5 s after the kill, for 8 s: four slots.
+    let from = killed_ms + 7500;
+    let slots: Vec<i64> = ((from / 2000 + 1) * 2000..from + 8000).step_by(2000).collect();
+    let last = *slots.last().expect("slots");
+    assert!(
+        wait_until(Duration::from_secs(25), || starts.lock().expect("starts").iter().any(|s| s.1 == last))
+            .await,
+        "the last slot ran: {:?}",
+        starts.lock().expect("starts")
+    );
+    let starts = starts.lock().expect("starts").clone();
+    let mut seen = BTreeSet::new();
+    for (_, tick, _) in &starts {
+        assert!(seen.insert(*tick), "tick {tick} ran twice: {starts:?}");
+    }
+    for slot in &slots {
+        let run = starts.iter().find(|s| s.1 == *slot);
+        let Some((replica, _, at)) = run else { panic!("slot {slot} was lost: {starts:?}") };
+        assert_ne!(*replica, victim, "the killed replica ran slot {slot}");
+        // The default claim grace is 500 ms: a run that late was deferred, its preferred
+        // replica being the dead one.
+        assert!(at - slot < 500, "slot {slot} started {} ms late on pod-{replica}: {starts:?}", at - slot);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_the_running_job_finish_then_releases_its_lock() {
     init_tracing();

@@ -1,8 +1,9 @@
 //! One scheduler replica as its own process: the replica that is killed mid-run, or that gets
 //! SIGTERM while its job runs, in the scheduler tests.
 //!
-//! Usage: `scheduler_replica <redis-url> <instance> <lock-key> <job-ms> <watchdog-lease-ms> <grace-ms>`.
-//! Runs job `replica-job` every second under `<lock-key>`; the job prints `started <tick>`,
+//! Usage: `scheduler_replica <redis-url> <instance> <lock-key> <job-ms> <watchdog-lease-ms> <grace-ms>
+//! [<cron>]`. Runs job `replica-job` every second (or on `<cron>`) under `<lock-key>`; the job
+//! prints `started <tick>`,
 //! sleeps `<job-ms>`, prints `finished <tick>`. Stops gracefully on SIGTERM / Ctrl-C and prints
 //! `stopped finished=<n> cancelled=<n>`. Logs (tracing, no colours) go to stderr.
 
@@ -14,9 +15,13 @@ use scheduler::{Job, Scheduler};
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, url, instance, key, job_ms, lease_ms, grace_ms] = args.as_slice() else {
+    let (args, cron) = match args.as_slice() {
+        [head @ .., cron] if args.len() == 8 => (head, cron.as_str()),
+        all => (all, "* * * * * *"),
+    };
+    let [_, url, instance, key, job_ms, lease_ms, grace_ms] = args else {
         anyhow::bail!(
-            "usage: scheduler_replica <redis-url> <instance> <lock-key> <job-ms> <watchdog-lease-ms> <grace-ms>"
+            "usage: scheduler_replica <redis-url> <instance> <lock-key> <job-ms> <watchdog-lease-ms> <grace-ms> [<cron>]"
         );
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -34,7 +39,7 @@ async fn main() -> anyhow::Result<()> {
         .client(client)
         .shutdown_grace(Duration::from_millis(grace_ms.parse()?))
         .job(
-            Job::with_context("replica-job", "* * * * * *", move |ctx| async move {
+            Job::with_context("replica-job", cron, move |ctx| async move {
                 println!("started {}", ctx.tick());
                 tokio::time::sleep(job_time).await;
                 println!("finished {}", ctx.tick());
