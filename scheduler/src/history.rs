@@ -1,6 +1,7 @@
 //! A job's run history: a capped, expiring Redis stream per job ([`schema::history_key`]),
 //! written in batches by the [`Recorder`] and read by [`history`] (and `lockctl history`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use chrono::{DateTime, Utc};
 use lock_core::LockClient;
 use lock_core::redis;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::command::{self, query};
@@ -150,8 +152,16 @@ impl Recorder {
     }
 }
 
+/// How often a replica renews a job's history expiry: the key lives [`HISTORY_TTL`] after the
+/// last entry, give or take this (a `PEXPIRE` with each entry cost Redis as much again as
+/// half the entry).
+const EXPIRY_RENEWAL: Duration = Duration::from_secs(60);
+
 async fn write_records(client: LockClient, mut rx: mpsc::UnboundedReceiver<Queued>) {
     let mut batch = Vec::new();
+    // When this replica last renewed each job's history expiry.
+    let mut renewed: HashMap<Arc<str>, Instant> = HashMap::new();
+    let mut pruned = Instant::now();
     while let Some(first) = rx.recv().await {
         batch.push(first);
         while batch.len() < RECORD_BATCH {
@@ -160,21 +170,38 @@ async fn write_records(client: LockClient, mut rx: mpsc::UnboundedReceiver<Queue
                 Err(_) => break,
             }
         }
+        let now = Instant::now();
         let mut pipe = redis::pipe();
+        let mut renewing = Vec::new();
         for (record, _) in &batch {
-            add_record(&mut pipe, record);
+            let renew = renewed.get(&record.job).is_none_or(|at| now - *at >= EXPIRY_RENEWAL);
+            if renew {
+                renewed.insert(record.job.clone(), now);
+                renewing.push(record.job.clone());
+            }
+            add_record(&mut pipe, record, renew);
         }
         if let Err(e) = query::<()>(&client, "recording runs in the history", &pipe).await {
             tracing::warn!(error = %e, runs = batch.len(), "could not record runs in their jobs' history");
+            // Renewed with the next entries instead.
+            for job in &renewing {
+                renewed.remove(job);
+            }
         }
         for (_, ack) in batch.drain(..) {
             let _ = ack.send(());
         }
+        // Jobs removed at runtime leave their entries: forget the stale ones now and then.
+        if now - pruned >= EXPIRY_RENEWAL {
+            renewed.retain(|_, at| now - *at < EXPIRY_RENEWAL);
+            pruned = now;
+        }
     }
 }
 
-/// Adds the commands appending `record` to its job's history to `pipe`.
-fn add_record(pipe: &mut redis::Pipeline, record: &Record) {
+/// Adds the commands appending `record` to its job's history to `pipe`, and renewing the
+/// history's expiry with `renew`.
+fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) {
     let Record { job, tick, instance, outcome, duration, manual } = record;
     let Ok(key) = history_key(job) else { return };
     let xadd = pipe
@@ -208,7 +235,9 @@ fn add_record(pipe: &mut redis::Pipeline, record: &Record) {
         xadd.arg(field::MANUAL_BY).arg(&**by).arg(field::REQUEST).arg(&**id);
     }
     xadd.ignore();
-    pipe.cmd("PEXPIRE").arg(&key).arg(HISTORY_TTL.as_millis() as u64).ignore();
+    if renew {
+        pipe.cmd("PEXPIRE").arg(&key).arg(HISTORY_TTL.as_millis() as u64).ignore();
+    }
 }
 
 /// Whether this replica is the one to record the missed slots ending at `tick` in `job`'s

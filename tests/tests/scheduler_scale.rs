@@ -319,6 +319,7 @@ async fn replicas_not_preferred_for_a_tick_read_that_it_ran_instead_of_claiming_
     let runs: Runs = Arc::default();
     let replicas = replicas(&server, "done", 3, 30, Duration::from_millis(300), &runs).await;
     let scripts_before = command_calls(&server, "evalsha");
+    let expiries_before = command_calls(&server, "pexpire");
     let since = Utc::now().timestamp_millis();
     let from = since + 500;
     let ticks = ticks_between(from, from + 4000);
@@ -328,6 +329,7 @@ async fn replicas_not_preferred_for_a_tick_read_that_it_ran_instead_of_claiming_
     // Past the grace of the last tick: the other replicas have looked at it.
     tokio::time::sleep(Duration::from_millis(600)).await;
     let scripts = command_calls(&server, "evalsha") - scripts_before;
+    let expiries = command_calls(&server, "pexpire") - expiries_before;
     // The runs whose deferred looks may have fallen inside the window (a tick just before it
     // is looked at up to a grace later).
     let job_ticks = runs.lock().expect("runs").iter().filter(|r| r.1 + 1000 > since).count();
@@ -340,4 +342,7 @@ async fn replicas_not_preferred_for_a_tick_read_that_it_ran_instead_of_claiming_
     let per_job_tick = scripts as f64 / job_ticks as f64;
     assert!(job_ticks >= 30 * ticks.len(), "{job_ticks} job-ticks ran");
     assert!(per_job_tick < 2.5, "{scripts} script calls for {job_ticks} job-ticks: {per_job_tick:.2} each");
+    // A history's expiry is renewed at most once a minute per replica, not with every entry:
+    // 30 jobs x 3 replicas at most (a few more from elsewhere), where each run made one.
+    assert!(expiries <= 30 * 3 + 10, "{expiries} PEXPIREs for {job_ticks} job-ticks");
 }

@@ -9,7 +9,7 @@
 //! |---|---|---|---|
 //! | [`pause_key`] `scheduler:{job:<name>}:paused` | string | who paused it and when | none while paused (deleted by resume) |
 //! | [`missed_key`] `scheduler:{job:<name>}:missed` | string | the latest missed slot recorded (so replicas record it once) | [`MISSED_TTL`] |
-//! | [`history_key`] `scheduler:{job:<name>}:history` | stream | one entry per run, fields in [`field`] | [`HISTORY_TTL`] after the last entry; capped at about [`HISTORY_LEN`] entries |
+//! | [`history_key`] `scheduler:{job:<name>}:history` | stream | one entry per run, fields in [`field`] | [`HISTORY_TTL`] after the last entry, give or take a minute (each replica renews it at most once a minute); capped at about [`HISTORY_LEN`] entries |
 //! | [`members_key`] `scheduler:{group:<name>}:members` | zset | instance id -> when its announcement lapses (server clock, ms) | [`MEMBER_TTL`] after the last announcement |
 //! | [`jobs_key`] `scheduler:{group:<name>}:jobs` | hash | job name -> its schedule (`<cron>\t<time zone>`), written by the replicas that have the job | as the member set |
 //! | [`runs_key`] `scheduler:{group:<name>}:runs` | hash | job name -> a pending "run now" request (`<id>\t<by>\t<ms>`), removed by the replica that takes it | [`RUN_REQUEST_TTL`] |
@@ -27,7 +27,8 @@ use crate::error::ControlError;
 /// Entries kept per job in the run history (approximately: `XADD MAXLEN ~`).
 pub const HISTORY_LEN: usize = 1000;
 
-/// How long a job's run history outlives its last entry.
+/// How long a job's run history outlives its last entry (give or take a minute: each replica
+/// renews the expiry with its entries at most once a minute).
 pub const HISTORY_TTL: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
 /// How long a job's missed-slots marker is kept: as long as a claimed tick
