@@ -56,14 +56,6 @@ fn get(server: &RedisServer, key: &str) -> String {
     server.cli(&["GET", key])
 }
 
-fn evalsha_calls(server: &RedisServer) -> u64 {
-    let info = server.cli(&["INFO", "commandstats"]);
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().expect("numeric calls"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_one_of_twenty_concurrent_try_locks_wins() {
     init_tracing();
@@ -444,7 +436,7 @@ async fn nested_acquisition_in_a_scope_is_reentrant_and_local() {
     let result = a
         .with_lock(&k("lock:reentrant"), LockOptions::new().fencing(true), async {
             let outer = lock_core::current().expect("inside a locked section");
-            let calls_before = evalsha_calls(&server);
+            let calls_before = server.command_calls("evalsha");
             // The same key again, directly and through a nested scoped section.
             let nested = outer_client
                 .acquire(&k("lock:reentrant"), LockOptions::new().wait(Duration::from_secs(1)))
@@ -461,7 +453,7 @@ async fn nested_acquisition_in_a_scope_is_reentrant_and_local() {
                 .unwrap();
             assert_eq!(inner, outer.token());
             assert!(nested.release().await.unwrap());
-            assert_eq!(evalsha_calls(&server), calls_before, "nested holds do not touch Redis");
+            assert_eq!(server.command_calls("evalsha"), calls_before, "nested holds do not touch Redis");
             assert_eq!(
                 get(&server, &k("lock:reentrant")),
                 outer.token(),

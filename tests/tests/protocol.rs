@@ -35,16 +35,6 @@ fn holder_token(server: &RedisServer, key: &str) -> String {
     schema::unmarked(&get(server, key)).to_owned()
 }
 
-/// Calls of each command since the last `CONFIG RESETSTAT`, script-internal ones included.
-fn calls(server: &RedisServer, command: &str) -> u64 {
-    let info = server.cli(&["INFO", "commandstats"]);
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().expect("numeric calls"))
-}
-
 fn all_calls(server: &RedisServer) -> u64 {
     server
         .cli(&["INFO", "commandstats"])
@@ -68,11 +58,15 @@ async fn an_uncontended_acquisition_is_one_plain_command() {
         let guard = a.try_lock("lock:plain", LockOptions::new()).await.unwrap();
         assert!(guard.release().await.unwrap());
     }
-    assert_eq!(calls(&server, "set"), 20, "one SET NX PX GET per acquisition");
-    assert_eq!(calls(&server, "eval") + calls(&server, "evalsha"), 20, "scripts only for the releases");
+    assert_eq!(server.command_calls("set"), 20, "one SET NX PX GET per acquisition");
+    assert_eq!(
+        server.command_calls("eval") + server.command_calls("evalsha"),
+        20,
+        "scripts only for the releases"
+    );
     // Fenced acquisitions are scripted.
     a.try_lock("lock:fenced", LockOptions::new().fencing(true)).await.unwrap().release().await.unwrap();
-    assert_eq!(calls(&server, "evalsha"), 22);
+    assert_eq!(server.command_calls("evalsha"), 22);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -302,24 +302,14 @@ async fn a_run_past_its_max_run_time_is_cancelled_its_lock_released_and_the_next
     assert!(matches!(err, SchedulerError::InvalidJob { ref job, .. } if job == "zero"), "{err}");
 }
 
-/// `calls` of `command` in the server's `INFO commandstats`.
-fn command_calls(server: &RedisServer, command: &str) -> u64 {
-    let info = server.cli(&["INFO", "commandstats"]);
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().expect("numeric calls"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_not_preferred_for_a_tick_read_that_it_ran_instead_of_claiming_it() {
     init_tracing();
     let server = RedisServer::start();
     let runs: Runs = Arc::default();
     let replicas = replicas(&server, "done", 3, 30, Duration::from_millis(300), &runs).await;
-    let scripts_before = command_calls(&server, "evalsha");
-    let expiries_before = command_calls(&server, "pexpire");
+    let scripts_before = server.command_calls("evalsha");
+    let expiries_before = server.command_calls("pexpire");
     let since = Utc::now().timestamp_millis();
     let from = since + 500;
     let ticks = ticks_between(from, from + 4000);
@@ -328,8 +318,8 @@ async fn replicas_not_preferred_for_a_tick_read_that_it_ran_instead_of_claiming_
     assert!(wait_until(Duration::from_secs(15), settled).await, "the last tick ran for every job");
     // Past the grace of the last tick: the other replicas have looked at it.
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let scripts = command_calls(&server, "evalsha") - scripts_before;
-    let expiries = command_calls(&server, "pexpire") - expiries_before;
+    let scripts = server.command_calls("evalsha") - scripts_before;
+    let expiries = server.command_calls("pexpire") - expiries_before;
     // The runs whose deferred looks may have fallen inside the window (a tick just before it
     // is looked at up to a grace later).
     let job_ticks = runs.lock().expect("runs").iter().filter(|r| r.1 + 1000 > since).count();
