@@ -171,21 +171,20 @@ async fn write_records(client: LockClient, mut rx: mpsc::UnboundedReceiver<Queue
             }
         }
         let now = Instant::now();
-        let mut pipe = redis::pipe();
-        let mut renewing = Vec::new();
-        for (record, _) in &batch {
-            let renew = renewed.get(&record.job).is_none_or(|at| now - *at >= EXPIRY_RENEWAL);
-            if renew {
-                renewed.insert(record.job.clone(), now);
-                renewing.push(record.job.clone());
+        let records: Vec<&Record> = batch.iter().map(|(record, _)| record).collect();
+        let missing = write(&client, &records, &mut renewed, now).await;
+        if !missing.is_empty() {
+            // Streams gone since this replica renewed them (deleted, flushed, a restart without
+            // persistence): created again, with their expiry.
+            for record in &missing {
+                renewed.remove(&record.job);
             }
-            add_record(&mut pipe, record, renew);
-        }
-        if let Err(e) = query::<()>(&client, "recording runs in the history", &pipe).await {
-            tracing::warn!(error = %e, runs = batch.len(), "could not record runs in their jobs' history");
-            // Renewed with the next entries instead.
-            for job in &renewing {
-                renewed.remove(job);
+            let still = write(&client, &missing, &mut renewed, now).await;
+            if !still.is_empty() {
+                tracing::debug!(
+                    runs = still.len(),
+                    "history streams deleted while being written; entries dropped"
+                );
             }
         }
         for (_, ack) in batch.drain(..) {
@@ -199,15 +198,62 @@ async fn write_records(client: LockClient, mut rx: mpsc::UnboundedReceiver<Queue
     }
 }
 
-/// Adds the commands appending `record` to its job's history to `pipe`, and renewing the
-/// history's expiry with `renew`.
-fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) {
+/// Writes `records` in one pipeline. A history this replica has not renewed for
+/// [`EXPIRY_RENEWAL`] gets its entry and its expiry; the others get their entry only if their
+/// stream exists (`XADD NOMKSTREAM`), so that no history is ever created without an expiry.
+/// Returns the records not written because their stream was gone. Failures are logged.
+async fn write<'a>(
+    client: &LockClient,
+    records: &[&'a Record],
+    renewed: &mut HashMap<Arc<str>, Instant>,
+    now: Instant,
+) -> Vec<&'a Record> {
+    let mut pipe = redis::pipe();
+    let mut sent = Vec::with_capacity(records.len());
+    for record in records {
+        let renew = renewed.get(&record.job).is_none_or(|at| now - *at >= EXPIRY_RENEWAL);
+        if renew {
+            renewed.insert(record.job.clone(), now);
+        }
+        if add_record(&mut pipe, record, renew) {
+            sent.push((*record, renew));
+        }
+    }
+    if sent.is_empty() {
+        return Vec::new();
+    }
+    match query::<Vec<redis::Value>>(client, "recording runs in the history", &pipe).await {
+        Ok(ids) => sent
+            .into_iter()
+            .zip(ids)
+            .filter(|(_, id)| matches!(id, redis::Value::Nil))
+            .map(|((record, _), _)| record)
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, runs = sent.len(), "could not record runs in their jobs' history");
+            // Renewed with the next entries instead.
+            for (record, renew) in &sent {
+                if *renew {
+                    renewed.remove(&record.job);
+                }
+            }
+            Vec::new()
+        }
+    }
+}
+
+/// Adds to `pipe` the commands appending `record` to its job's history: with `renew`, the
+/// entry (creating the stream if need be) and the history's expiry; without, the entry only if
+/// the stream exists (the `XADD` then replies nil). Returns whether it added any (not for an
+/// invalid job name).
+fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) -> bool {
     let Record { job, tick, instance, outcome, duration, manual } = record;
-    let Ok(key) = history_key(job) else { return };
-    let xadd = pipe
-        .cmd("XADD")
-        .arg(&key)
-        .arg("MAXLEN")
+    let Ok(key) = history_key(job) else { return false };
+    let xadd = pipe.cmd("XADD").arg(&key);
+    if !renew {
+        xadd.arg("NOMKSTREAM");
+    }
+    xadd.arg("MAXLEN")
         .arg("~")
         .arg(HISTORY_LEN)
         .arg("*")
@@ -234,10 +280,10 @@ fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) {
     if let Some((id, by)) = manual {
         xadd.arg(field::MANUAL_BY).arg(&**by).arg(field::REQUEST).arg(&**id);
     }
-    xadd.ignore();
     if renew {
         pipe.cmd("PEXPIRE").arg(&key).arg(HISTORY_TTL.as_millis() as u64).ignore();
     }
+    true
 }
 
 /// Whether this replica is the one to record the missed slots ending at `tick` in `job`'s

@@ -63,6 +63,8 @@ pub(crate) async fn slot_states(
         }
         asked.push((pause.is_some(), key.is_some()));
     }
+    // One bad reply (a key of the wrong type) spoils only its own job's state.
+    pipe.ignore_errors();
     let replies: Vec<redis::Value> = query(client, "reading the slots' pause flags and claimed ticks", &pipe)
         .await
         .map_err(|e| tracing::debug!(error = %e, "could not read the deferred slots' state; trying them"))
@@ -70,9 +72,10 @@ pub(crate) async fn slot_states(
     let mut replies = replies.into_iter();
     let mut states = Vec::with_capacity(jobs.len());
     for (pause, tick) in asked {
-        let paused = if pause { redis::from_redis_value::<i64>(replies.next()?).ok()? == 1 } else { false };
+        // Unreadable: not paused, and no tick known (the run's claim decides, and reports).
+        let paused = pause && redis::from_redis_value::<i64>(replies.next()?).is_ok_and(|n| n == 1);
         let last_tick =
-            if tick { redis::from_redis_value::<Option<i64>>(replies.next()?).ok()? } else { None };
+            if tick { redis::from_redis_value::<Option<i64>>(replies.next()?).ok().flatten() } else { None };
         states.push(SlotState { paused, last_tick });
     }
     Some(states)

@@ -632,7 +632,12 @@ impl Timer {
         let names = std::mem::take(&mut self.backlogged);
         for name in names {
             let Some(job) = self.jobs.get_mut(&name) else { continue };
-            if job.resyncing || job.current.as_ref().is_some_and(|run| !run.is_finished()) {
+            // A deferred slot (its grace running, or its state being read) goes first: its run
+            // becomes the job's current one.
+            if job.resyncing
+                || job.deferred.is_some()
+                || job.current.as_ref().is_some_and(|run| !run.is_finished())
+            {
                 self.backlogged.push(name);
                 continue;
             }

@@ -198,6 +198,59 @@ async fn every_key_the_scheduler_writes_expires() {
     check("stopped");
 }
 
+/// A replica renews a history's expiry once a minute, not with every entry; a history deleted
+/// in between (an operator's `DEL`, a flush) is created again with its expiry, never without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_deleted_while_its_job_runs_comes_back_with_an_expiry() {
+    init_tracing();
+    let server = RedisServer::start();
+    let runs: Runs = Arc::default();
+    let replicas = replicas(&server, "gone", 1, 1, Duration::from_millis(300), &runs).await;
+    let key = scheduler::schema::history_key("gone-job-0").expect("a valid job name");
+    let exists = || server.cli(&["EXISTS", &key]) == "1";
+    assert!(wait_until(Duration::from_secs(5), exists).await, "the history is written");
+    server.cli(&["DEL", &key]);
+    let deleted_at = runs.lock().expect("runs").len();
+    assert!(
+        wait_until(Duration::from_secs(5), || runs.lock().expect("runs").len() >= deleted_at + 2).await,
+        "the job keeps running"
+    );
+    assert!(wait_until(Duration::from_secs(5), exists).await, "the history is written again");
+    let ttl: i64 = server.cli(&["PTTL", &key]).parse().expect("a PTTL");
+    assert!(ttl > 0, "the history came back without an expiry (PTTL {ttl})");
+    let entries: i64 = server.cli(&["XLEN", &key]).parse().expect("XLEN");
+    assert!(entries >= 1, "the runs after the deletion are recorded: {entries}");
+    for (handle, _) in replicas {
+        handle.shutdown().await;
+    }
+}
+
+/// The replicas not preferred for a slot read its jobs' pause flags and claimed ticks together;
+/// one unreadable tick key (not a string) must not hide the other jobs' pause flags.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_job_stays_paused_beside_a_job_whose_tick_key_is_unreadable() {
+    init_tracing();
+    let server = RedisServer::start();
+    let runs: Runs = Arc::default();
+    let control = client(&server, "control");
+    scheduler::pause(&control, "bad-job-0").await.expect("pause");
+    // The other job's tick key is a list: reading it fails (WRONGTYPE), as does its claim.
+    server.cli(&["RPUSH", &lock_core::schema::tick_key("lock:bad-job-1"), "x"]);
+    let replicas = replicas(&server, "bad", 2, 2, Duration::from_millis(200), &runs).await;
+    let from = Utc::now().timestamp_millis();
+    let ticks = ticks_between(from, from + 4000);
+    let last = *ticks.last().expect("ticks");
+    // Every slot of both jobs was looked at by both replicas once the last one's grace is over.
+    tokio::time::sleep(Duration::from_millis((last - Utc::now().timestamp_millis()).max(0) as u64 + 600))
+        .await;
+    for (handle, _) in replicas {
+        handle.shutdown().await;
+    }
+    let runs = runs.lock().expect("runs").clone();
+    let paused: Vec<_> = runs.iter().filter(|r| r.0 == "bad-job-0").collect();
+    assert!(paused.is_empty(), "the paused job ran: {paused:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_are_added_and_removed_at_runtime_by_name() {
     init_tracing();
