@@ -34,9 +34,18 @@ use crate::sync::lock_unpoisoned;
 /// the same key again soon (a contended loop) does not pay a SUBSCRIBE round trip each time.
 const LINGER: Duration = Duration::from_millis(200);
 
-/// How often a lost pub/sub connection is tried again while waiters need it: a failover's new
-/// master (Sentinel) or a slot's new owner (Cluster) is heard from within this of serving.
+/// How often a lost pub/sub connection is tried again while waiters need it, for the first
+/// [`RESTORE_FAST`]: a failover's new master (Sentinel) or a slot's new owner (Cluster) is
+/// heard from within this of serving.
 const RESTORE_POLL: Duration = Duration::from_millis(50);
+
+/// How long a lost pub/sub connection is tried every [`RESTORE_POLL`]; then the pause doubles
+/// up to [`RESTORE_POLL_MAX`], so that a lasting refusal (an ACL without `SUBSCRIBE`, a node
+/// that stays down) costs a few tries a second, not twenty.
+const RESTORE_FAST: Duration = Duration::from_secs(10);
+
+/// The longest pause between tries of a lost pub/sub connection.
+const RESTORE_POLL_MAX: Duration = Duration::from_millis(500);
 
 /// How long a lost pub/sub connection is tried again in the background; past it, the waiters'
 /// own retries reconnect (they fall back to their timers meanwhile).
@@ -407,8 +416,12 @@ impl Shared {
         let weak = Arc::downgrade(self);
         rt.spawn(async move {
             let started = tokio::time::Instant::now();
+            let mut poll = RESTORE_POLL;
             while started.elapsed() < RESTORE_FOR {
-                tokio::time::sleep(RESTORE_POLL).await;
+                tokio::time::sleep(poll).await;
+                if started.elapsed() >= RESTORE_FAST {
+                    poll = (poll * 2).min(RESTORE_POLL_MAX);
+                }
                 let Some(shared) = weak.upgrade() else { return };
                 let wanted: Vec<String> = {
                     let state = lock_unpoisoned(&shared.state);
