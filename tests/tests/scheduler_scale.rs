@@ -81,6 +81,15 @@ async fn replicas(
     out
 }
 
+/// Whether every replica has reported an outcome (ran, skipped as done, held or paused,
+/// failed) for each of `jobs` at `tick`: each has dealt with that slot.
+fn every_replica_reported(replicas: &[(SchedulerHandle, Reports)], jobs: &[&str], tick: i64) -> bool {
+    replicas.iter().all(|(_, reports)| {
+        let reports = reports.lock().expect("reports lock");
+        jobs.iter().all(|job| reports.iter().any(|r| r.job == *job && r.tick == tick))
+    })
+}
+
 /// Whole-second ticks in `[from, to)`.
 fn ticks_between(from: i64, to: i64) -> Vec<i64> {
     let first = (from / 1000 + 1) * 1000;
@@ -240,9 +249,12 @@ async fn a_paused_job_stays_paused_beside_a_job_whose_tick_key_is_unreadable() {
     let from = Utc::now().timestamp_millis();
     let ticks = ticks_between(from, from + 4000);
     let last = *ticks.last().expect("ticks");
-    // Every slot of both jobs was looked at by both replicas once the last one's grace is over.
-    tokio::time::sleep(Duration::from_millis((last - Utc::now().timestamp_millis()).max(0) as u64 + 600))
-        .await;
+    // Both replicas looked at the paused job's last slot (the preferred one at once, the other
+    // after the grace, in the same read as the unreadable job's tick).
+    assert!(
+        wait_until(Duration::from_secs(15), || every_replica_reported(&replicas, &["bad-job-0"], last)).await,
+        "both replicas reported the paused job's last slot"
+    );
     for (handle, _) in replicas {
         handle.shutdown().await;
     }
@@ -367,10 +379,14 @@ async fn replicas_not_preferred_for_a_tick_read_that_it_ran_instead_of_claiming_
     let from = since + 500;
     let ticks = ticks_between(from, from + 4000);
     let last = *ticks.last().expect("ticks");
-    let settled = || runs.lock().expect("runs").iter().filter(|r| r.1 == last).count() == 30;
-    assert!(wait_until(Duration::from_secs(15), settled).await, "the last tick ran for every job");
-    // Past the grace of the last tick: the other replicas have looked at it.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Every replica has dealt with every job's last slot: ran it, or (past the grace) found it
+    // done.
+    let names: Vec<String> = (0..30).map(|j| format!("done-job-{j}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    assert!(
+        wait_until(Duration::from_secs(15), || every_replica_reported(&replicas, &names, last)).await,
+        "every replica reported every job's last slot"
+    );
     let scripts = server.command_calls("evalsha") - scripts_before;
     let expiries = server.command_calls("pexpire") - expiries_before;
     // The runs whose deferred looks may have fallen inside the window (a tick just before it

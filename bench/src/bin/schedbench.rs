@@ -261,29 +261,27 @@ fn measure(
     // The floor, as many job-ticks as the window had.
     let floor = rt.block_on(floor(conn, args.jobs, args.secs))?;
     let per = |v: u64| v as f64 / expected.max(1) as f64;
-    let scripts =
-        |d: &CmdDelta| ["evalsha", "eval", "fcall"].iter().filter_map(|c| d.by_command.get(*c)).sum::<u64>();
+    // The script calls' count and execution time.
+    let scripts = |of: &std::collections::BTreeMap<String, u64>| {
+        ["evalsha", "eval", "fcall"].iter().filter_map(|c| of.get(*c)).sum::<u64>()
+    };
     let cpu = (per(load.server_cpu_us), per(floor.server_cpu_us));
     let cmds = (per(load.calls), per(floor.calls));
+    let cpu_ratio = cpu.0 / cpu.1.max(f64::MIN_POSITIVE);
     let slots = args.replicas as f64 * args.secs as f64;
     let reads_per_replica_slot = load.reads as f64 / slots;
     // Each replica's CPU time over the window, per 1,000 job-ticks (of all replicas).
     let replica_cpu_per_k = cpu_us as f64 / 1000.0 / args.replicas as f64 / (expected.max(1) as f64 / 1000.0);
     println!("\n| per job-tick, all replicas | scheduler | floor | × floor |");
     println!("|---|---|---|---|");
-    println!(
-        "| Redis CPU (INFO cpu) | {:.1} µs | {:.1} µs | {:.1} |",
-        cpu.0,
-        cpu.1,
-        cpu.0 / cpu.1.max(f64::MIN_POSITIVE)
-    );
+    println!("| Redis CPU (INFO cpu) | {:.1} µs | {:.1} µs | {:.1} |", cpu.0, cpu.1, cpu_ratio);
     println!(
         "| Redis commands (script-internal included) | {:.2} | {:.2} | {:.1} |",
         cmds.0,
         cmds.1,
         cmds.0 / cmds.1.max(f64::MIN_POSITIVE)
     );
-    println!("| script calls | {:.2} | 0 | |", per(scripts(&load)));
+    println!("| script calls | {:.2} | 0 | |", per(scripts(&load.by_command)));
     println!(
         "\nRedis commands per job-tick: {}.\n\nExecution µs per call (INFO commandstats; a script's \
          includes the commands it runs): {}; scripts take {:.1} µs per job-tick of it.\n\nServer socket reads per replica per slot (a client \
@@ -292,7 +290,7 @@ fn measure(
          `SET … NX PX` in pipelines of {}, back to back, after the load.",
         load.breakdown(expected),
         load.usec_per_call(),
-        per(["evalsha", "eval", "fcall"].iter().filter_map(|c| load.usec_by_command.get(*c)).sum()),
+        per(scripts(&load.usec_by_command)),
         reads_per_replica_slot,
         reads_per_replica_slot / args.jobs as f64,
         replica_cpu_per_k,
@@ -307,8 +305,8 @@ fn measure(
     println!("| Redis CPU per job-tick ≤ 10 µs | {:.1} µs | {} |", cpu.0, met(cpu.0 <= 10.0));
     println!(
         "| Redis CPU per job-tick within 3× the floor | {:.1}× | {} |",
-        cpu.0 / cpu.1.max(f64::MIN_POSITIVE),
-        met(cpu.0 <= 3.0 * cpu.1)
+        cpu_ratio,
+        met(cpu_ratio <= 3.0)
     );
     println!(
         "| runs per replica within ±25% of even | worst {:.1}% | {} |",
