@@ -210,6 +210,17 @@ impl Conn {
         pipe: &redis::Pipeline,
         node: Option<Node>,
     ) -> Result<T, RedisError> {
+        self.query_pipeline_once(pipe, node, &Sent::default()).await
+    }
+
+    /// [`query_pipeline_on`](Self::query_pipeline_on), recording in `sent` the connection it
+    /// went out on (for the clean-up of acquisitions whose reply is lost).
+    pub(crate) async fn query_pipeline_once<T: FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+        node: Option<Node>,
+        sent: &Sent,
+    ) -> Result<T, RedisError> {
         let (generation, conn) = match self.connection(&String::new).await {
             Ok(c) => c,
             Err(
@@ -221,6 +232,7 @@ impl Conn {
             }
             Err(e) => return Err(RedisError::from(std::io::Error::other(e.to_string()))),
         };
+        sent.record(generation);
         let result = pipe.query_async(&mut conn.to_node(node)).await;
         if let Err(e) = &result {
             if is_connection_error(e) {

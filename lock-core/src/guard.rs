@@ -101,14 +101,19 @@ impl LockGuard {
     /// With a minimum hold (`at_least`) the key is kept until the minimum has passed instead
     /// of being deleted. A nested guard touches nothing and reports whether the outer hold is
     /// still valid.
-    pub async fn release(mut self) -> Result<bool> {
+    pub async fn release(self) -> Result<bool> {
+        self.release_as(false).await
+    }
+
+    /// [`release`](Self::release), the one-key release grouped with others when `grouped`.
+    pub(crate) async fn release_as(mut self, grouped: bool) -> Result<bool> {
         if self.nested {
             self.done = true;
             return Ok(self.state.is_held());
         }
         // If this future is dropped before the release is done (a timeout around it, a
         // cancelled caller), `done` is still false and Drop releases in the background.
-        let result = self.releaser.release(&self.state).await;
+        let result = self.releaser.release(&self.state, grouped).await;
         self.done = true;
         self.releaser.guard_done();
         result

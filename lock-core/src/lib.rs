@@ -4,7 +4,9 @@
 #[path = "macro_support.rs"]
 pub mod __private;
 mod acquire;
+mod batches;
 mod builder;
+mod claims;
 mod cleanup;
 mod client;
 mod conn;
@@ -18,6 +20,7 @@ mod liveness;
 mod options;
 mod outcome;
 mod release;
+mod release_group;
 mod replica_ack;
 mod reply;
 mod rw_lock;

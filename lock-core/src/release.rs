@@ -3,8 +3,8 @@
 //! acquisition's outcome is unknown, counted so that a shutdown can wait for them.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_redis::redis::Value;
@@ -16,6 +16,7 @@ use crate::conn::{Conn, Sent};
 use crate::error::Result;
 use crate::hold::Hold;
 use crate::options::millis;
+use crate::release_group::Group;
 use crate::replica_ack::ReplicaAck;
 use crate::reply;
 use crate::schema::scripts::Eval;
@@ -26,7 +27,7 @@ use crate::watchdog::Watchdog;
 /// Releases this client's locks; shared by its guards.
 #[derive(Debug)]
 pub(crate) struct Releaser {
-    conn: Arc<Conn>,
+    pub(crate) conn: Arc<Conn>,
     watchdog: Arc<Watchdog>,
     instance: String,
     /// How long a lock handed to one of this client's waiters stays reserved for it (the
@@ -40,6 +41,8 @@ pub(crate) struct Releaser {
     in_flight: AtomicUsize,
     /// Woken when `in_flight` drops to zero.
     idle: Notify,
+    /// Grouped releases (see `release_group`).
+    pub(crate) group: Mutex<Group>,
 }
 
 impl Releaser {
@@ -59,6 +62,7 @@ impl Releaser {
             held: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
+            group: Mutex::default(),
         }
     }
 
@@ -81,12 +85,14 @@ impl Releaser {
 
     /// Releases `state`'s lock: compare-and-delete and announce, or, within a minimum hold,
     /// shorten the key's expiry to what is left of it. Returns whether it was still ours.
-    pub(crate) async fn release(self: &Arc<Self>, state: &LockState) -> Result<bool> {
+    /// `grouped`: the one-key release goes out with the other grouped releases (see
+    /// `release_group`).
+    pub(crate) async fn release(self: &Arc<Self>, state: &LockState, grouped: bool) -> Result<bool> {
         let span = tracing::info_span!("lock_release", key = %state.key, instance = %self.instance, fence = state.fence);
-        self.release_in_span(state).instrument(span).await
+        self.release_in_span(state, grouped).instrument(span).await
     }
 
-    async fn release_in_span(self: &Arc<Self>, state: &LockState) -> Result<bool> {
+    async fn release_in_span(self: &Arc<Self>, state: &LockState, grouped: bool) -> Result<bool> {
         let was_held = state.mark_released();
         self.watchdog.unregister(state.id);
         let sent_at = Instant::now();
@@ -103,6 +109,12 @@ impl Releaser {
             state.hold.release_own(&state.key, &state.token, keep_ms)
         };
         let reply = match own {
+            Some(_) if grouped => {
+                match self.release_own_grouped(&state.key, &state.token, state.lease, sent_at).await? {
+                    Value::Int(-1) => None,
+                    reply => Some(reply),
+                }
+            }
             Some(own) => match self.send_release(state, &own, sent_at).await? {
                 Value::Int(-1) => None,
                 reply => Some(reply),
@@ -159,13 +171,24 @@ impl Releaser {
         invocation: &Eval,
         sent_at: Instant,
     ) -> Result<Value> {
+        self.send_once((&state.key, state.hold, &state.token), invocation, sent_at, state.lease).await
+    }
+
+    /// Sends one release script for `token`, once; a lost reply gives the token up in the
+    /// background.
+    pub(crate) async fn send_once(
+        self: &Arc<Self>,
+        (key, hold, token): (&str, Hold, &str),
+        invocation: &Eval,
+        sent_at: Instant,
+        lease: Duration,
+    ) -> Result<Value> {
         let sent = Sent::default();
-        match self.conn.invoke_once(invocation, || format!("releasing lock `{}`", state.key), &sent).await {
+        match self.conn.invoke_once(invocation, || format!("releasing lock `{key}`"), &sent).await {
             Ok(reply) => Ok(reply),
             Err(e) => {
                 if e.outcome_unknown() {
-                    let token = (state.key.as_str(), state.hold, state.token.as_str());
-                    self.abandon(token, sent_at, state.lease, false, sent.generation());
+                    self.abandon((key, hold, token), sent_at, lease, false, sent.generation());
                 }
                 Err(e)
             }
@@ -177,7 +200,7 @@ impl Releaser {
         self.watchdog.unregister(state.id);
         let task_state = state.clone();
         let spawned = self.spawn(move |releaser| async move {
-            if let Err(e) = releaser.release(&task_state).await {
+            if let Err(e) = releaser.release(&task_state, false).await {
                 tracing::warn!(key = %task_state.key, error = %crate::ErrorChain(&e), "background release failed; the lock expires at the end of its lease");
             }
         });
@@ -254,7 +277,7 @@ impl Releaser {
 
     /// Spawns `task` on the current runtime, counted until it ends so that
     /// [`flush`](Self::flush) can wait for it. False without a runtime.
-    fn spawn<F, Fut>(self: &Arc<Self>, task: F) -> bool
+    pub(crate) fn spawn<F, Fut>(self: &Arc<Self>, task: F) -> bool
     where
         F: FnOnce(Arc<Releaser>) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,

@@ -64,7 +64,7 @@ pub(crate) async fn run<F: Future>(
             return Section { result: Err(e), claimed_tick };
         }
     };
-    let result = hold(client, guard, on_lost, body).await;
+    let result = hold(client, guard, on_lost, false, body).await;
     match &result {
         Err(LockError::Lost { reason, .. }) => report(TickOutcome::Lost(*reason)),
         _ => report(TickOutcome::Ran),
@@ -72,19 +72,27 @@ pub(crate) async fn run<F: Future>(
     Section { result, claimed_tick }
 }
 
-/// Runs `body` under `guard`, then releases it. With [`OnLost::Cancel`], a loss drops the body
-/// at its next await and becomes [`LockError::Lost`].
-async fn hold<F: Future>(client: &Core, guard: LockGuard, on_lost: OnLost, body: F) -> Result<F::Output> {
+/// Runs `body` under `guard`, then releases it (`grouped`: with other grouped releases, see
+/// `release_group`). With [`OnLost::Cancel`], a loss drops the body at its next await and
+/// becomes [`LockError::Lost`].
+pub(crate) async fn hold<F: Future>(
+    client: &Core,
+    guard: LockGuard,
+    on_lost: OnLost,
+    grouped: bool,
+    body: F,
+) -> Result<F::Output> {
     let state = guard.state().clone();
     let span =
         tracing::info_span!("lock_hold", key = %state.key, instance = %state.instance(), fence = state.fence);
-    hold_in_span(client, guard, on_lost, body).instrument(span).await
+    hold_in_span(client, guard, on_lost, grouped, body).instrument(span).await
 }
 
 async fn hold_in_span<F: Future>(
     client: &Core,
     guard: LockGuard,
     on_lost: OnLost,
+    grouped: bool,
     body: F,
 ) -> Result<F::Output> {
     let state = guard.state().clone();
@@ -104,7 +112,7 @@ async fn hold_in_span<F: Future>(
             }
         }
     };
-    match guard.release().await {
+    match guard.release_as(grouped).await {
         Ok(true) => {}
         Ok(false) => {
             tracing::warn!("lock was no longer held when the locked section ended")

@@ -11,6 +11,9 @@
 //! Two doors:
 //! - [`LockClient::run_tick`]: take the job's lock and claim the tick in one call, and learn
 //!   whether the body ran, the tick was claimed elsewhere, or the lock was held.
+//! - [`LockClient::claim_ticks`]: claim one slot's tick for many locks at once (one round trip
+//!   per Redis node), then run each body with [`ClaimedTick::run`]. This is how the
+//!   `scheduler` crate claims the slots of jobs whose lock it knows.
 //! - [`scope`]: run a future as the run of a tick; its first locked section
 //!   ([`LockClient::with_lock`] or a `#[distributed_lock]` fn) claims the tick with its lock.
 //!   This is how the `scheduler` crate runs jobs whose fn carries the attribute.
@@ -31,10 +34,13 @@
 use std::future::Future;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use crate::client::LockClient;
-use crate::core::Target;
+use crate::core::{Core, Target};
 use crate::error::{LockError, Result};
-use crate::options::LockOptions;
+use crate::guard::LockGuard;
+use crate::options::{LockOptions, OnLost};
 use crate::scope;
 use crate::section;
 
@@ -116,5 +122,98 @@ impl LockClient {
             Err(LockError::Timeout { .. }) => Ok(TickRun::Held { remaining: None }),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// One lock of a batched claim ([`LockClient::claim_ticks`]): its key, the tick to claim with
+/// it, and how to take it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ClaimRequest<'a> {
+    /// The lock's key.
+    pub key: &'a str,
+    /// The tick (epoch milliseconds of the slot's scheduled fire time).
+    pub tick: i64,
+    /// Lease, minimum hold, `on_lost`; a wait or fencing makes the claim go on its own.
+    pub options: LockOptions,
+}
+
+impl<'a> ClaimRequest<'a> {
+    /// Claim `tick` with the lock `key`, taken per `options`.
+    pub fn new(key: &'a str, tick: i64, options: LockOptions) -> Self {
+        ClaimRequest { key, tick, options }
+    }
+}
+
+/// What [`LockClient::claim_ticks`] did for one lock.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Claim {
+    /// The lock is held and the tick claimed: run the body with [`ClaimedTick::run`] (or drop
+    /// it to release the lock without running anything).
+    Claimed(ClaimedTick),
+    /// The tick (or a later one) had already been claimed; nothing was taken.
+    ClaimedElsewhere {
+        /// The last claimed tick.
+        last_tick: i64,
+    },
+    /// Another owner held the lock; the tick was not claimed.
+    Held {
+        /// The holder's remaining lease, when known (the batch does not ask for it).
+        remaining: Option<Duration>,
+    },
+}
+
+/// A lock taken with its tick claimed by [`LockClient::claim_ticks`]: the proof of ownership,
+/// waiting for its body. Dropping it releases the lock in the background.
+#[derive(Debug)]
+pub struct ClaimedTick {
+    core: Arc<Core>,
+    guard: LockGuard,
+    on_lost: OnLost,
+    tick: i64,
+}
+
+impl ClaimedTick {
+    pub(crate) fn new(core: Arc<Core>, guard: LockGuard, request: &ClaimRequest<'_>) -> Self {
+        ClaimedTick { core, guard, on_lost: request.options.on_lost, tick: request.tick }
+    }
+
+    /// The lock's guard (key, token, lease, whether it is still held).
+    pub fn guard(&self) -> &LockGuard {
+        &self.guard
+    }
+
+    /// The claimed tick.
+    pub fn tick(&self) -> i64 {
+        self.tick
+    }
+
+    /// Runs `fut` holding the lock, as a locked section ([`LockClient::with_lock`]): locked
+    /// sections inside it that ask for the same key share the hold, a loss is handled per the
+    /// request's `on_lost` ([`LockError::Lost`] when the body was cancelled), and the lock is
+    /// released when `fut` ends. Releases of claimed ticks' locks ending together go out
+    /// together: one round trip per Redis node for those asked for while an earlier group
+    /// was out.
+    pub async fn run<F: Future>(self, fut: F) -> Result<F::Output> {
+        section::hold(&self.core, self.guard, self.on_lost, true, fut).await
+    }
+}
+
+impl LockClient {
+    /// Claims many ticks, each with its lock, in one round trip per Redis node: a single node
+    /// gets one pipeline (a script call per 200 claims), a cluster one pipeline per node (a
+    /// script call per hash slot). Each claim does what [`run_tick`](Self::run_tick)'s would:
+    /// the lock is taken and the tick recorded together, or neither; a tick claimed before
+    /// (or a later one) is [`Claim::ClaimedElsewhere`], a held lock [`Claim::Held`] (a holder
+    /// whose client is dead is taken over).
+    ///
+    /// Claims with a wait or fencing, on a client with replica acknowledgement, or of a lock
+    /// the current task already holds, are made one by one (concurrently) through the same
+    /// path as [`run_tick`](Self::run_tick). The results are in the order of `requests`; an
+    /// error (invalid key or options, Redis failing) is that claim's alone. A batch whose reply
+    /// is lost gives up every token it sent, in the background, as a single acquisition does.
+    pub async fn claim_ticks(&self, requests: &[ClaimRequest<'_>]) -> Vec<Result<Claim>> {
+        self.core().claim_ticks(requests).await
     }
 }

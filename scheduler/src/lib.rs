@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod batch;
 mod clock;
 mod command;
 mod directory;

@@ -10,11 +10,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
 use lock_core::LockError;
-use lock_core::tick::{self, TickOutcome};
+use lock_core::tick::{self, Claim, ClaimedTick, TickOutcome};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::batch::Share;
 use crate::job::RunContext;
 use crate::pause::PauseCheck;
 use crate::report::RunOutcome;
@@ -35,14 +37,23 @@ impl Running {
     }
 }
 
-/// Spawns the run of `slot` of `job`, fired at `fired_at`; `pause` answers whether the job is
-/// paused.
+/// How a run learns whether it may run.
+pub(crate) enum Start {
+    /// `pause` answers whether the job is paused; then the run's first locked section claims
+    /// the tick (the job's configured lock, or the lock its fn takes).
+    Single(PauseCheck),
+    /// The wake's [`ClaimBatch`](crate::batch::ClaimBatch) checked the pause flag and claimed
+    /// the tick with the job's lock.
+    Batched(oneshot::Receiver<Share>),
+}
+
+/// Spawns the run of `slot` of `job`, fired at `fired_at`, started as `start` says.
 pub(crate) fn spawn(
     shared: &Arc<Shared>,
     job: &Arc<JobEntry>,
     slot: DateTime<Utc>,
     fired_at: DateTime<Utc>,
-    pause: PauseCheck,
+    start: Start,
 ) -> Running {
     let local = slot.with_timezone(&job.schedule.time_zone());
     let span = tracing::info_span!(
@@ -60,7 +71,7 @@ pub(crate) fn spawn(
         async move {
             // Lowered when the run ends or is cancelled (its future dropped).
             let _running = RunningFlag::raise(&job_);
-            run(shared_, job_, ctx, fired_at, pause).await
+            run(shared_, job_, ctx, fired_at, start).await
         }
         .instrument(span.clone()),
     );
@@ -131,33 +142,54 @@ impl From<LockError> for Failure {
 /// What the run's future gave back: its result, or the panic it raised.
 type Caught = Result<Result<(), Failure>, Box<dyn std::any::Any + Send>>;
 
-/// One run: the job inside its tick's scope, logged and reported.
+/// One run: the job under its lock (claimed in its tick's scope, or by the batch), logged and
+/// reported.
 async fn run(
     shared: Arc<Shared>,
     job: Arc<JobEntry>,
     ctx: RunContext,
     fired_at: DateTime<Utc>,
-    mut pause: PauseCheck,
+    start: Start,
 ) -> RunOutcome {
     let started = Instant::now();
     let slot = ctx.slot();
-    let outcome = if pause.is_paused(&job.name).await {
-        RunOutcome::SkippedPaused
-    } else {
-        match run_in_tick_scope(&shared, &job, ctx, true).await {
-            (Some(caught), lock_outcome) => {
-                // Held and claimed ticks are contention, reported as such; this is Redis (or
-                // the pool) failing to answer.
-                let redis_failed = matches!(lock_outcome, Some(TickOutcome::LockFailed(_)));
-                if redis_failed {
-                    // Nobody may have run this slot: once Redis answers, the last claimed tick
-                    // says which slots were missed.
-                    shared.request_resync(&job.name);
-                }
-                classify(&job, caught, lock_outcome)
+    let ran = match start {
+        Start::Single(mut pause) => {
+            if pause.is_paused(&job.name).await {
+                None
+            } else {
+                Some(run_locked(&shared, &job, ctx, Locking::Scope { claim: true }).await)
             }
-            (None, _) => RunOutcome::TimedOut(job.max_run_time.unwrap_or_default()),
         }
+        Start::Batched(share) => match share.await {
+            Ok(Share::Paused) => None,
+            Ok(Share::Claim(Ok(Claim::Claimed(claimed)))) => {
+                Some(run_locked(&shared, &job, ctx, Locking::Claimed(claimed)).await)
+            }
+            Ok(Share::Claim(claim)) => Some((Some(Ok(Ok(()))), Some(not_claimed(claim)))),
+            // The batch's task is gone (the runtime is shutting down): nothing was claimed.
+            Err(_) => Some((
+                Some(Ok(Ok(()))),
+                Some(TickOutcome::LockFailed(LockError::InvalidOptions(
+                    "the slot's claim batch was dropped".into(),
+                ))),
+            )),
+        },
+    };
+    let outcome = match ran {
+        None => RunOutcome::SkippedPaused,
+        Some((Some(caught), lock_outcome)) => {
+            // Held and claimed ticks are contention, reported as such; this is Redis (or the
+            // pool) failing to answer.
+            let redis_failed = matches!(lock_outcome, Some(TickOutcome::LockFailed(_)));
+            if redis_failed {
+                // Nobody may have run this slot: once Redis answers, the last claimed tick
+                // says which slots were missed.
+                shared.request_resync(&job.name);
+            }
+            classify(&job, caught, lock_outcome)
+        }
+        Some((None, _)) => RunOutcome::TimedOut(job.max_run_time.unwrap_or_default()),
     };
     let duration = started.elapsed();
     match &outcome {
@@ -198,7 +230,7 @@ pub(crate) fn spawn_manual(shared: &Arc<Shared>, job: &Arc<JobEntry>, manual: Ma
                 RunOutcome::SkippedStillRunning
             } else {
                 let _running = RunningFlag::raise(&job);
-                match run_in_tick_scope(&shared, &job, ctx, false).await {
+                match run_locked(&shared, &job, ctx, Locking::Scope { claim: false }).await {
                     (Some(caught), lock_outcome) => classify(&job, caught, lock_outcome),
                     (None, _) => RunOutcome::TimedOut(job.max_run_time.unwrap_or_default()),
                 }
@@ -223,15 +255,36 @@ pub(crate) fn spawn_manual(shared: &Arc<Shared>, job: &Arc<JobEntry>, manual: Ma
     Running { handle, slot: requested, fired_at, span }
 }
 
-/// Runs the job's future inside `tick::scope(tick)` (so the outermost lock claims the tick;
-/// with `claim` false, a manual run's `tick::unslotted`, which claims none), wrapped in the
-/// job's configured lock if it has one; panics caught. `None`: the run took longer than the
-/// job's maximum run time and was cancelled (its future dropped, which releases its lock).
-async fn run_in_tick_scope(
+/// How a run holds the job's lock.
+enum Locking {
+    /// Inside `tick::scope(tick)` (so the outermost lock claims the tick; with `claim` false, a
+    /// manual run's `tick::unslotted`, which claims none), wrapped in the job's configured lock
+    /// if it has one.
+    Scope { claim: bool },
+    /// Under the lock the slot's batch took, its tick claimed.
+    Claimed(ClaimedTick),
+}
+
+/// What a batched claim that did not take the lock means for the run, as its first locked
+/// section would have reported it.
+fn not_claimed(claim: Result<Claim, LockError>) -> TickOutcome {
+    match claim {
+        Ok(Claim::ClaimedElsewhere { last_tick }) => TickOutcome::Claimed { last_tick },
+        Ok(Claim::Held { .. }) => TickOutcome::Held,
+        Ok(_) => TickOutcome::Ran,
+        Err(e) if e.is_contention() => TickOutcome::Held,
+        Err(e) => TickOutcome::LockFailed(e),
+    }
+}
+
+/// Runs the job's future holding its lock as `locking` says; panics caught. `None`: the run
+/// took longer than the job's maximum run time and was cancelled (its future dropped, which
+/// releases its lock).
+async fn run_locked(
     shared: &Shared,
     job: &JobEntry,
     ctx: RunContext,
-    claim: bool,
+    locking: Locking,
 ) -> (Option<Caught>, Option<TickOutcome>) {
     let tick = ctx.tick();
     let func = job.func.clone();
@@ -239,15 +292,20 @@ async fn run_in_tick_scope(
     let body = async move { func(ctx).await.map_err(Failure::Job) };
     let lock = job.lock.clone();
     let client = shared.client.clone();
+    let (claim, claimed) = match locking {
+        Locking::Scope { claim } => (Some(claim), None),
+        Locking::Claimed(claimed) => (None, Some(claimed)),
+    };
     // Boxed: the nested lock and job futures are otherwise deep enough to overflow rustc's
     // query depth limit in a clean (non-incremental) build. One allocation per run.
     let locked: std::pin::Pin<Box<dyn Future<Output = _> + Send>> = Box::pin(async move {
-        match lock {
+        match (claimed, lock) {
+            (Some(claimed), _) => claimed.run(body).await.unwrap_or_else(|e| Err(e.into())),
             // A held lock or a claimed tick is reported through the tick scope.
-            Some(lock) => {
+            (None, Some(lock)) => {
                 client.with_lock(&lock.key, lock.options, body).await.unwrap_or_else(|e| Err(e.into()))
             }
-            None => body.await,
+            (None, None) => body.await,
         }
     });
     let caught = AssertUnwindSafe(locked).catch_unwind();
@@ -258,7 +316,18 @@ async fn run_in_tick_scope(
             None => Some(caught.await),
         }
     };
-    if claim { tick::scope(tick, limited).await } else { tick::unslotted(limited).await }
+    match claim {
+        Some(true) => tick::scope(tick, limited).await,
+        Some(false) => tick::unslotted(limited).await,
+        None => {
+            let caught = limited.await;
+            let outcome = match &caught {
+                Some(Ok(Err(Failure::Lock(LockError::Lost { reason, .. })))) => TickOutcome::Lost(*reason),
+                _ => TickOutcome::Ran,
+            };
+            (caught, Some(outcome))
+        }
+    }
 }
 
 /// The run's outcome, from what its future returned and what its first lock saw.

@@ -17,10 +17,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::batch::ClaimBatch;
 use crate::history;
 use crate::pause::PauseCheck;
 use crate::report::RunOutcome;
-use crate::run::{self, Running};
+use crate::run::{self, Running, Start};
 use crate::schedule::{Due, MAX_CATCH_UP, NextSlots};
 use crate::shared::{JobEntry, Shared};
 use crate::state::State;
@@ -412,8 +413,10 @@ impl Timer {
         if *first > now {
             return;
         }
-        // Filled below; the check starts once every due job is known.
+        // Filled below; the check starts once every due job is known, and the batch's claims
+        // once it is answered.
         let (tx, pause) = PauseCheck::pending();
+        let mut batch = ClaimBatch::default();
         let (mut fired, mut due) = (Vec::new(), Vec::new());
         while let Some(Reverse((slot, seq, _))) = self.queue.peek() {
             if *slot > now {
@@ -424,7 +427,7 @@ impl Timer {
             if self.jobs.get(&name).is_none_or(|job| job.seq != seq) {
                 continue; // stale: the job was removed or requeued
             }
-            if self.fire_job(&name, slot, now, &pause) {
+            if self.fire_job(&name, slot, now, &pause, &mut batch) {
                 fired.push(name.clone());
             }
             due.push(name);
@@ -432,6 +435,7 @@ impl Timer {
         if !fired.is_empty() {
             PauseCheck::answer(tx, self.shared.client.clone(), fired);
         }
+        batch.send(self.shared.client.clone(), pause);
         if !self.held_checks.is_empty() {
             let checks = std::mem::take(&mut self.held_checks);
             let (client, tx) = (self.shared.client.clone(), self.held_tx.clone());
@@ -462,6 +466,7 @@ impl Timer {
         queued: DateTime<Utc>,
         now: DateTime<Utc>,
         pause: &PauseCheck,
+        batch: &mut ClaimBatch,
     ) -> bool {
         let shared = self.shared.clone();
         let Some(job) = self.jobs.get_mut(name) else { return false };
@@ -532,7 +537,8 @@ impl Timer {
             }
             return false;
         }
-        job.current = Some(run::spawn(&shared, &job.entry, slot, now, pause.clone()));
+        let start = start_of(&job.entry, slot, pause, batch);
+        job.current = Some(run::spawn(&shared, &job.entry, slot, now, start));
         true
     }
 
@@ -602,6 +608,7 @@ impl Timer {
         let paused: HashSet<Arc<str>> =
             slots.iter().zip(&states).filter(|(_, state)| state.paused).map(|(d, _)| d.job.clone()).collect();
         let pause = PauseCheck::known(paused);
+        let mut batch = ClaimBatch::default();
         let mut states = states.into_iter();
         for d in slots {
             let state = states.next();
@@ -617,8 +624,10 @@ impl Timer {
                 run::skip_done(&self.shared, &job.entry, d.slot, d.fired_at);
                 continue;
             }
-            job.current = Some(run::spawn(&self.shared, &job.entry, d.slot, d.fired_at, pause.clone()));
+            let start = start_of(&job.entry, d.slot, &pause, &mut batch);
+            job.current = Some(run::spawn(&self.shared, &job.entry, d.slot, d.fired_at, start));
         }
+        batch.send(self.shared.client.clone(), pause);
     }
 
     /// Starts the next backlog slot of each job whose previous run is over; a slot refused
@@ -651,8 +660,8 @@ impl Timer {
             let Some(slot) = job.backlog.pop_front() else { continue };
             let tries = job.catching_up.take().map_or(0, |(_, tries)| tries);
             job.catching_up = Some((slot, tries));
-            job.current =
-                Some(run::spawn(&self.shared, &job.entry, slot, self.shared.clock.now(), pause.clone()));
+            let start = Start::Single(pause.clone());
+            job.current = Some(run::spawn(&self.shared, &job.entry, slot, self.shared.clock.now(), start));
             started.push(name.clone());
             if !job.backlog.is_empty() || job.catching_up.is_some() {
                 self.backlogged.push(name);
@@ -730,6 +739,16 @@ impl Timer {
             exits.push(RunExit { job: entry.name.clone(), end });
         }
         exits
+    }
+}
+
+/// How the run of `slot` of `job` starts: a job whose lock the scheduler knows is claimed in
+/// `batch` (with the wake's other claims), any other claims in its run's first locked section.
+fn start_of(job: &Arc<JobEntry>, slot: DateTime<Utc>, pause: &PauseCheck, batch: &mut ClaimBatch) -> Start {
+    if job.lock.is_some() {
+        Start::Batched(batch.add(job, slot.timestamp_millis()))
+    } else {
+        Start::Single(pause.clone())
     }
 }
 

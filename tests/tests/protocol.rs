@@ -394,3 +394,81 @@ async fn a_tick_beyond_exact_lua_numbers_is_rejected() {
     assert_eq!(ran, lock_core::tick::TickRun::Ran(7));
     assert_eq!(server.cli(&["GET", &schema::tick_key("lock:job")]), "1700000000000");
 }
+
+/// Batched tick claims: invalid input is that claim's error alone; a claim with a wait goes on
+/// its own; a lock claimed in a batch whose holder finds callers queued at the end of its run
+/// hands over to them (the grouped one-key release defers to the full release); and
+/// 300 claimed locks released together cost a handful of release script calls, not 300.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_claims_check_input_hand_over_and_release_in_groups() {
+    use lock_core::tick::{Claim, ClaimRequest};
+    init_tracing();
+    let server = RedisServer::start();
+    let a = client(&server, "pod-1");
+    let b = client(&server, "pod-2");
+    let claims = a
+        .claim_ticks(&[
+            ClaimRequest::new("", 1, LockOptions::new()),
+            ClaimRequest::new("lock:b1", 1 << 60, LockOptions::new()),
+            ClaimRequest::new("lock:b2", 5, LockOptions::new().wait(Duration::from_secs(1))),
+            ClaimRequest::new("lock:b3", 5, LockOptions::new()),
+        ])
+        .await;
+    assert!(matches!(claims[0], Err(LockError::InvalidKey { .. })), "{:?}", claims[0]);
+    assert!(matches!(claims[1], Err(LockError::InvalidOptions(_))), "{:?}", claims[1]);
+    let mut claims = claims.into_iter().skip(2);
+    let (Some(Ok(Claim::Claimed(waited))), Some(Ok(Claim::Claimed(b3)))) = (claims.next(), claims.next())
+    else {
+        panic!("both claimed");
+    };
+    assert_eq!(get(&server, "lock:b2"), waited.guard().token());
+    assert!(waited.run(async {}).await.is_ok());
+    // A caller queues behind the claimed lock while its body runs: the release hands over.
+    let (queued_tx, queued_rx) = tokio::sync::oneshot::channel();
+    let body = async {
+        let waiter = tokio::spawn({
+            let b = b.clone();
+            async move { b.acquire("lock:b3", LockOptions::new().wait(Duration::from_secs(10))).await }
+        });
+        assert!(
+            wait_until(Duration::from_secs(5), || get(&server, "lock:b3").ends_with(schema::QUEUED_MARK))
+                .await,
+            "the waiter queues"
+        );
+        let _ = queued_tx.send(());
+        // In a tuple: a bare JoinHandle would make the body's output itself a future.
+        (waiter,)
+    };
+    let (waiter,) = b3.run(body).await.expect("ran under the lock");
+    queued_rx.await.expect("the waiter queued");
+    let guard =
+        tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("handed over").unwrap().unwrap();
+    assert_eq!(holder_token(&server, "lock:b3"), guard.token());
+    assert!(guard.release().await.unwrap());
+    // 300 locks claimed and released together.
+    let keys: Vec<String> = (0..300).map(|i| format!("lock:many:{i}")).collect();
+    let requests: Vec<ClaimRequest<'_>> =
+        keys.iter().map(|k| ClaimRequest::new(k, 7, LockOptions::new())).collect();
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let mut runs = Vec::new();
+    for claim in a.claim_ticks(&requests).await {
+        let Ok(Claim::Claimed(claimed)) = claim else { panic!("claimed: {claim:?}") };
+        runs.push(tokio::spawn(claimed.run(async {})));
+    }
+    for run in runs {
+        run.await.expect("task").expect("ran");
+    }
+    let stats = server.cli(&["INFO", "commandstats"]);
+    let evalsha = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|l| l.split(',').next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .expect("evalsha counted");
+    // Two claim calls (200 + 100), then the releases in groups.
+    assert!(evalsha <= 40, "{evalsha} script calls for 300 claims and releases");
+    for key in &keys {
+        assert_eq!(server.cli(&["EXISTS", key]), "0", "{key} released");
+        assert_eq!(get(&server, &schema::tick_key(key)), "7");
+    }
+}

@@ -4,7 +4,7 @@
 use deadpool_redis::redis::{Connection, Value};
 use redis_fixture::RedisServer;
 
-use super::scripts::{ABANDON, ACQUIRE, EXTEND, RELEASE};
+use super::scripts::{ABANDON, ACQUIRE, CLAIM_TICKS, EXTEND, RELEASE, RELEASE_OWN_MANY};
 use super::*;
 
 const LEASE: u64 = 30_000;
@@ -564,4 +564,81 @@ fn a_read_write_lock_admits_readers_together_and_a_writer_alone_in_arrival_order
     assert_eq!(r.members(&readers).len(), 2, "both queued readers granted");
     assert!(r.queued(name).is_empty());
     assert_eq!(r.rw_release(name, &w1, false), [0, 0], "not the writer any more");
+}
+
+impl Redis {
+    /// CLAIM_TICKS of `tick` for `claims` (key, token), as lock-core sends it.
+    fn claim_ticks(&mut self, tick: i64, claims: &[(&str, &str)]) -> Vec<Value> {
+        let mut call = CLAIM_TICKS.prepare_invoke();
+        for (key, _) in claims {
+            call.key(*key).key(tick_key(key));
+        }
+        call.arg(tick).arg(LEASE).arg(TICK_TTL.as_millis() as u64);
+        for (_, token) in claims {
+            call.arg(*token);
+        }
+        call.invoke(&mut self.con).expect("claim_ticks script")
+    }
+}
+
+#[test]
+fn claim_ticks_takes_free_locks_once_per_tick_and_changes_nothing_else() {
+    let mut r = Redis::start();
+    let (a, b) = (token('a', 1), token('b', 1));
+    let (free, held, done, junk) = ("lock:c1", "lock:{c}2", "lock:c3", "lock:c4");
+    r.cli(&["SET", held, &b, "PX", "60000"]);
+    r.cli(&["SET", &tick_key(done), "5000", "PX", "60000"]);
+    r.cli(&["SET", &tick_key(junk), "not a tick"]);
+    let reply = r.claim_ticks(5000, &[(free, &a), (held, &a), (done, &a), (junk, &a)]);
+    assert_eq!(ints(&reply[..2]), [1, 0], "a free lock: claimed");
+    assert_eq!((ints(&reply[2..3]), text(&reply[3])), (vec![0], b.clone()), "held: the holder's value");
+    assert_eq!(ints(&reply[4..6]), [2, 5000], "the tick was claimed before");
+    assert_eq!(ints(&reply[6..8]), [1, 0], "an unreadable tick value is replaced");
+    // Claimed: the lock holds the token with the lease, the tick is recorded and expires.
+    assert_eq!(r.cli(&["GET", free]), a);
+    assert!((1..=LEASE as i64).contains(&r.cli(&["PTTL", free]).parse::<i64>().expect("pttl")));
+    assert_eq!(r.cli(&["GET", &tick_key(free)]), "5000");
+    let ttl: i64 = r.cli(&["PTTL", &tick_key(free)]).parse().expect("pttl");
+    assert!(ttl > 60_000 && ttl <= TICK_TTL.as_millis() as i64, "tick TTL {ttl}");
+    // Held and done: nothing changed (the lock given back, the tick put back).
+    assert_eq!(r.cli(&["GET", held]), b);
+    assert_eq!(r.cli(&["EXISTS", &tick_key(held)]), "0");
+    assert_eq!(r.cli(&["EXISTS", done]), "0");
+    assert_eq!(r.cli(&["GET", &tick_key(done)]), "5000");
+    assert_eq!(r.cli(&["GET", &tick_key(junk)]), "5000");
+    // No claimant key: a batch is never sent again with the same tokens.
+    assert_eq!(r.cli(&["EXISTS", &tick_claimant_key(free)]), "0");
+    // Once released, the same tick and an older one are refused; a newer one is claimed.
+    r.cli(&["DEL", free]);
+    let reply = r.claim_ticks(4000, &[(free, &b)]);
+    assert_eq!(ints(&reply), [2, 5000]);
+    assert_eq!(r.cli(&["EXISTS", free]), "0");
+    assert_eq!(ints(&r.claim_ticks(5000, &[(free, &b)])), [2, 5000]);
+    assert_eq!(ints(&r.claim_ticks(6000, &[(free, &b)])), [1, 0]);
+    assert_eq!(r.cli(&["GET", free]), b);
+    assert_eq!(r.cli(&["GET", &tick_key(free)]), "6000");
+}
+
+#[test]
+fn release_own_many_deletes_only_its_tokens_and_defers_when_callers_queue() {
+    let mut r = Redis::start();
+    let (a, b) = (token('a', 1), token('b', 1));
+    r.cli(&["SET", "lock:r1", &a, "PX", "60000"]);
+    r.cli(&["SET", "lock:r2", &b, "PX", "60000"]);
+    r.cli(&["SET", "lock:r3", &format!("{a}|w"), "PX", "60000"]);
+    let reply: Vec<Value> = RELEASE_OWN_MANY
+        .key("lock:r1")
+        .key("lock:r2")
+        .key("lock:r3")
+        .key("lock:r4")
+        .arg(&a)
+        .arg(&a)
+        .arg(&a)
+        .arg(&a)
+        .invoke(&mut r.con)
+        .expect("release_own_many script");
+    assert_eq!(ints(&reply), [1, 0, -1, 0]);
+    assert_eq!(r.cli(&["EXISTS", "lock:r1"]), "0", "its own lock: deleted");
+    assert_eq!(r.cli(&["GET", "lock:r2"]), b, "another's: kept");
+    assert_eq!(r.cli(&["GET", "lock:r3"]), format!("{a}|w"), "callers queued: left to release.lua");
 }

@@ -81,6 +81,8 @@ pub mod lua {
     });
     /// `release_own.lua`: the holder's release when nobody queued (one key).
     pub const RELEASE_OWN: &str = include_str!("lua/release_own.lua");
+    /// `release_own_many.lua`: holders' releases of many locks when nobody queued.
+    pub const RELEASE_OWN_MANY: &str = include_str!("lua/release_own_many.lua");
     /// `abandon.lua` with the fragments it calls.
     pub const ABANDON: &str = concat!(
         include_str!("lua/handoff.lua"),
@@ -119,6 +121,8 @@ pub mod lua {
         include_str!("lua/rw_grant.lua"),
         include_str!("lua/rw_release.lua")
     );
+    /// `claim_ticks.lua`: a scheduler tick claimed for many locks at once.
+    pub const CLAIM_TICKS: &str = include_str!("lua/claim_ticks.lua");
     /// `member_renew.lua`.
     pub const MEMBER_RENEW: &str = include_str!("lua/member_renew.lua");
 }
@@ -132,6 +136,12 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&lua:
 /// The holder's release when nobody queued (`lua/release_own.lua`); replies -1 when
 /// [`RELEASE`] is needed.
 pub(crate) static RELEASE_OWN: LazyLock<Script> = LazyLock::new(|| Script::new(lua::RELEASE_OWN));
+
+/// Many locks taken, each claiming a scheduler tick (`lua/claim_ticks.lua`).
+pub(crate) static CLAIM_TICKS: LazyLock<Script> = LazyLock::new(|| Script::new(lua::CLAIM_TICKS));
+
+/// [`RELEASE_OWN`] for many locks at once (`lua/release_own_many.lua`).
+pub(crate) static RELEASE_OWN_MANY: LazyLock<Script> = LazyLock::new(|| Script::new(lua::RELEASE_OWN_MANY));
 
 /// A token given up, its reservation passed on (`lua/abandon.lua`).
 pub(crate) static ABANDON: LazyLock<Script> = LazyLock::new(|| Script::new(lua::ABANDON));

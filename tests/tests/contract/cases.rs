@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use lock_core::tick::TickRun;
+use lock_core::tick::{Claim, ClaimRequest, TickRun};
 use lock_core::{LockError, LockOptions};
 use tests::harness::wait_until;
 
@@ -305,6 +305,77 @@ pub(crate) async fn tick_claim(d: &Deployment) {
     }
     let late = clients[0].run_tick(&key, base + 1, LockOptions::new(), async {}).await.expect("answers");
     assert!(matches!(late, TickRun::ClaimedElsewhere { last_tick } if last_tick == base + 3), "{late:?}");
+}
+
+/// Several clients claim the same ticks of many locks (spread over every node and slot of a
+/// cluster) in batches, at once: each lock's tick is claimed by exactly one client, whose body
+/// runs under the lock; the others learn it was claimed or held; an older tick is refused
+/// afterwards; a lock held outside the batch is reported held and keeps its holder.
+pub(crate) async fn batched_tick_claims(d: &Deployment) {
+    const KEYS: usize = 40;
+    let base = key("batched");
+    let keys: Vec<String> = (0..KEYS).map(|i| format!("{base}:{i}")).collect();
+    let clients: Vec<_> = (0..3).map(|i| d.client(&format!("replica-{i}"))).collect();
+    let outsider = d.client("outsider");
+    let held = outsider.acquire(&keys[0], LockOptions::new()).await.expect("the outsider takes one lock");
+    let runs: Arc<Vec<AtomicUsize>> = Arc::new((0..KEYS).map(|_| AtomicUsize::new(0)).collect());
+    for tick in [1_000_i64, 2_000] {
+        let mut calls = Vec::new();
+        for client in &clients {
+            let (client, keys, runs) = (client.clone(), keys.clone(), runs.clone());
+            calls.push(tokio::spawn(async move {
+                let requests: Vec<ClaimRequest<'_>> =
+                    keys.iter().map(|k| ClaimRequest::new(k, tick, LockOptions::new())).collect();
+                let mut bodies = Vec::new();
+                for (i, claim) in client.claim_ticks(&requests).await.into_iter().enumerate() {
+                    match claim.expect("the claim answers") {
+                        Claim::Claimed(claimed) => {
+                            assert_eq!(claimed.tick(), tick);
+                            let runs = runs.clone();
+                            bodies.push(tokio::spawn(claimed.run(async move {
+                                runs[i].fetch_add(1, Ordering::SeqCst);
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                            })));
+                        }
+                        Claim::ClaimedElsewhere { last_tick } => assert_eq!(last_tick, tick),
+                        Claim::Held { .. } => {}
+                        other => panic!("unexpected {other:?}"),
+                    }
+                }
+                for body in bodies {
+                    body.await.expect("body task").expect("ran under its lock");
+                }
+            }));
+        }
+        for call in calls {
+            tokio::time::timeout(Duration::from_secs(30), call).await.expect("claims end").expect("task");
+        }
+        for (i, n) in runs.iter().enumerate() {
+            let expected = if i == 0 { 0 } else { 1 };
+            assert_eq!(
+                n.swap(0, Ordering::SeqCst),
+                expected,
+                "tick {tick} of {} ran that many times",
+                keys[i]
+            );
+        }
+    }
+    assert!(held.is_held(), "the outsider's lock was left alone");
+    assert!(held.release().await.expect("release"), "the outsider still held its lock");
+    let late = clients[0]
+        .claim_ticks(&[ClaimRequest::new(&keys[1], 1_500, LockOptions::new())])
+        .await
+        .pop()
+        .expect("one result")
+        .expect("answers");
+    assert!(matches!(late, Claim::ClaimedElsewhere { last_tick: 2_000 }), "{late:?}");
+    // Every lock was released after its run (else: held) with its tick recorded.
+    let again: Vec<ClaimRequest<'_>> =
+        keys[1..].iter().map(|k| ClaimRequest::new(k, 2_000, LockOptions::new())).collect();
+    for (key, claim) in keys[1..].iter().zip(clients[1].claim_ticks(&again).await) {
+        let claim = claim.expect("answers");
+        assert!(matches!(claim, Claim::ClaimedElsewhere { last_tick: 2_000 }), "{key}: {claim:?}");
+    }
 }
 
 /// Many tasks of several clients share a semaphore of 3 permits: never more than 3 holders at

@@ -1,0 +1,338 @@
+//! Batched tick claims: many locks taken, each claiming a scheduler tick, in one round trip per
+//! Redis node (`schema/lua/claim_ticks.lua`). The public door is
+//! [`LockClient::claim_ticks`](crate::LockClient::claim_ticks).
+//!
+//! A single node gets one pipeline of script calls of up to [`batches::CHUNK`] claims each; a cluster one
+//! pipeline per node, with one call per hash slot (a script's keys must share a slot). Claims
+//! the batch cannot take (a wait, fencing, replica acknowledgement, a lock the task already
+//! holds) and claims a cluster redirected go through the single acquisition path, concurrently.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_redis::redis::{self, ErrorKind, Value};
+use tokio::time::Instant;
+
+use crate::batches;
+use crate::conn::Sent;
+use crate::core::{Attempt, Core, Taken, Target};
+use crate::deploy::slots::Node;
+use crate::error::{LockError, Result};
+use crate::hold::Hold;
+use crate::liveness::Identity;
+use crate::options::millis;
+use crate::schema::{self, TICK_TTL, scripts::CLAIM_TICKS};
+use crate::scope;
+use crate::telemetry::Acquisition;
+use crate::tick::{Claim, ClaimRequest, ClaimedTick};
+
+/// One claim of the batch: the request's index, its fresh token, and its lease.
+struct Item<'r> {
+    index: usize,
+    key: &'r str,
+    token: String,
+    lease: Duration,
+}
+
+impl Core {
+    /// See [`LockClient::claim_ticks`](crate::LockClient::claim_ticks).
+    pub(crate) async fn claim_ticks(self: &Arc<Self>, requests: &[ClaimRequest<'_>]) -> Vec<Result<Claim>> {
+        let started = Instant::now();
+        let mut results: Vec<Option<Result<Claim>>> = requests.iter().map(|_| None).collect();
+        let mut batched = Vec::new();
+        let mut single = Vec::new();
+        for (index, request) in requests.iter().enumerate() {
+            if let Err(e) = check(request) {
+                results[index] = Some(Err(e));
+            } else if self.batchable(request) {
+                batched.push(index);
+            } else {
+                single.push(index);
+            }
+        }
+        if !batched.is_empty() {
+            match self.liveness.identity(started).await {
+                Ok(identity) => {
+                    let redo = self.claim_batched(requests, &batched, &identity, &mut results).await;
+                    single.extend(redo);
+                }
+                Err(e) => {
+                    for &index in &batched {
+                        results[index] = Some(Err(e.clone()));
+                    }
+                }
+            }
+        }
+        // The rest one by one, concurrently: each is its own round trip.
+        let each = single.iter().map(|&index| self.claim_one(&requests[index]));
+        for (index, result) in single.iter().zip(futures_util::future::join_all(each).await) {
+            results[*index] = Some(result);
+        }
+        results
+            .into_iter()
+            .map(|result| result.unwrap_or_else(|| Err(LockError::InvalidOptions("claim not made".into()))))
+            .collect()
+    }
+
+    /// Whether `request` can go in a batch: a plain fail-fast lock, not held by this task.
+    fn batchable(&self, request: &ClaimRequest<'_>) -> bool {
+        let o = &request.options;
+        o.wait.is_none()
+            && !o.fencing
+            && self.config.replica_ack.is_none()
+            && scope::find(self.scope_id(), request.key).is_none()
+    }
+
+    /// One claim through the single acquisition path (acquire.lua, waiting if asked to).
+    async fn claim_one(self: &Arc<Self>, request: &ClaimRequest<'_>) -> Result<Claim> {
+        let target = Target::lock(request.key);
+        let attempt = self.hold_for(target, request.options.clone(), Some(request.tick)).await?;
+        Ok(match attempt {
+            Attempt::Acquired(guard) => Claim::Claimed(ClaimedTick::new(self.clone(), guard, request)),
+            Attempt::TickDone(last_tick) => Claim::ClaimedElsewhere { last_tick },
+            Attempt::Held(remaining) => Claim::Held { remaining },
+        })
+    }
+
+    /// Claims `indices` of `requests` in batches, filling `results`; returns the indices to
+    /// claim one by one (redirected in a cluster, or held by a holder that may be dead).
+    async fn claim_batched(
+        self: &Arc<Self>,
+        requests: &[ClaimRequest<'_>],
+        indices: &[usize],
+        identity: &Arc<Identity>,
+        results: &mut [Option<Result<Claim>>],
+    ) -> Vec<usize> {
+        let items: Vec<Item<'_>> = indices
+            .iter()
+            .map(|&index| Item {
+                index,
+                key: requests[index].key,
+                token: self.new_token(identity),
+                lease: self.lease_of(&requests[index].options).lease,
+            })
+            .collect();
+        let groups = self.conn.split_by_node(items, |item| item.key).await;
+        let sends = groups.into_iter().map(|(node, items)| self.send_group(requests, node, items));
+        let mut redo = Vec::new();
+        for (items, replies, sent_at) in futures_util::future::join_all(sends).await {
+            match replies {
+                Ok(replies) => {
+                    for (item, reply) in items.into_iter().zip(replies) {
+                        let request = &requests[item.index];
+                        match reply {
+                            Reply::Claimed => {
+                                let guard = self.guard(
+                                    Target::lock(request.key),
+                                    item.token,
+                                    identity,
+                                    &request.options,
+                                    Taken::by_reply(None, sent_at),
+                                );
+                                guard
+                                    .state()
+                                    .metrics
+                                    .acquisition(Acquisition::Acquired, started_ago(sent_at));
+                                results[item.index] =
+                                    Some(Ok(Claim::Claimed(ClaimedTick::new(self.clone(), guard, request))));
+                            }
+                            Reply::Done(last_tick) => {
+                                self.metrics
+                                    .of(request.key, Hold::Lock)
+                                    .acquisition(Acquisition::Held, started_ago(sent_at));
+                                results[item.index] = Some(Ok(Claim::ClaimedElsewhere { last_tick }));
+                            }
+                            Reply::Held(holder) => {
+                                // A holder whose client died is taken over by the single path.
+                                match self.liveness.is_dead(schema::unmarked(&holder)).await {
+                                    Ok(false) => {
+                                        self.metrics
+                                            .of(request.key, Hold::Lock)
+                                            .acquisition(Acquisition::Held, started_ago(sent_at));
+                                        results[item.index] = Some(Ok(Claim::Held { remaining: None }));
+                                    }
+                                    Ok(true) | Err(_) => redo.push(item.index),
+                                }
+                            }
+                            Reply::NotRun => redo.push(item.index),
+                            Reply::Failed(e) => results[item.index] = Some(Err(e)),
+                        }
+                    }
+                }
+                Err(e) => {
+                    for item in items {
+                        results[item.index] = Some(Err(e.clone()));
+                    }
+                }
+            }
+        }
+        redo
+    }
+
+    /// One pipeline to `node` (or the single node): the script once per chunk of claims
+    /// sharing a tick, a lease and (in a cluster) a hash slot. The replies are in the order of
+    /// the returned items.
+    async fn send_group<'r>(
+        &self,
+        requests: &[ClaimRequest<'r>],
+        node: Option<Node>,
+        mut items: Vec<Item<'r>>,
+    ) -> (Vec<Item<'r>>, Result<Vec<Reply>>, Instant) {
+        let calls = batches::calls(
+            &mut items,
+            node.is_some(),
+            |item| item.key,
+            |item| (requests[item.index].tick, item.lease),
+        );
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        let ttl = millis(TICK_TTL, "tick TTL").unwrap_or(u64::MAX);
+        for call in &calls {
+            let first = &items[call.start];
+            let lease = match millis(first.lease, "lease") {
+                Ok(lease) => lease,
+                Err(e) => return (items, Err(e), Instant::now()),
+            };
+            let cmd = pipe.cmd("EVALSHA").arg(CLAIM_TICKS.get_hash()).arg(call.len() * 2);
+            for item in &items[call.clone()] {
+                let key = requests[item.index].key;
+                cmd.arg(key).arg(schema::tick_key(key));
+            }
+            cmd.arg(requests[first.index].tick).arg(lease).arg(ttl);
+            for item in &items[call.clone()] {
+                cmd.arg(&item.token);
+            }
+        }
+        let sent = Sent::default();
+        let sent_at = Instant::now();
+        let outcome = self.send_claims(&pipe, node, &calls, &items, &sent, sent_at).await;
+        (items, outcome, sent_at)
+    }
+
+    /// Sends the claims' pipeline (again once, if the server had lost the script) and decodes
+    /// the replies, one per item.
+    async fn send_claims(
+        &self,
+        pipe: &redis::Pipeline,
+        node: Option<Node>,
+        calls: &[std::ops::Range<usize>],
+        items: &[Item<'_>],
+        sent: &Sent,
+        sent_at: Instant,
+    ) -> Result<Vec<Reply>> {
+        // A lost reply (or this future dropped while the pipeline was out) may have taken any
+        // of the locks: every token is given up in the background, as a single acquisition's.
+        let mut cleanup = Cleanup { core: self, items, sent, sent_at, armed: true };
+        let replies = match batches::send(&self.conn, pipe, node, &CLAIM_TICKS, sent).await {
+            Ok(replies) => replies,
+            Err(e) => {
+                let e = LockError::redis("claiming scheduler ticks".to_owned(), e);
+                cleanup.armed = e.outcome_unknown();
+                return Err(e);
+            }
+        };
+        cleanup.armed = false;
+        let mut out = Vec::with_capacity(items.len());
+        for (call, reply) in calls.iter().zip(replies) {
+            decode(reply, call.len(), &mut out);
+        }
+        // A short reply (it cannot happen) leaves its claims to the single path.
+        out.resize_with(items.len(), || Reply::NotRun);
+        Ok(out)
+    }
+}
+
+/// What the script said of one claim.
+enum Reply {
+    Claimed,
+    Done(i64),
+    /// Held, by this value of the lock key.
+    Held(String),
+    /// The call did not run (redirected to another node in a cluster): claim it singly.
+    NotRun,
+    /// The call failed on the server (a key of the wrong type, say).
+    Failed(LockError),
+}
+
+/// Appends the `n` claims' replies of one script call to `out`.
+fn decode(reply: redis::RedisResult<Value>, n: usize, out: &mut Vec<Reply>) {
+    let values = match reply {
+        Ok(Value::Array(values)) if values.len() == 2 * n => values,
+        Ok(other) => {
+            let e = LockError::redis(
+                "claiming scheduler ticks".to_owned(),
+                redis::RedisError::from((
+                    ErrorKind::Parse,
+                    "unexpected reply of claim_ticks.lua",
+                    format!("{other:?}"),
+                )),
+            );
+            out.extend((0..n).map(|_| Reply::Failed(e.clone())));
+            return;
+        }
+        Err(e) if batches::redirected(&e) => {
+            out.extend((0..n).map(|_| Reply::NotRun));
+            return;
+        }
+        Err(e) => {
+            let e = LockError::redis("claiming scheduler ticks".to_owned(), e);
+            out.extend((0..n).map(|_| Reply::Failed(e.clone())));
+            return;
+        }
+    };
+    let mut values = values.into_iter();
+    while let (Some(code), Some(detail)) = (values.next(), values.next()) {
+        out.push(match (code, detail) {
+            (Value::Int(1), _) => Reply::Claimed,
+            (Value::Int(2), Value::Int(last)) => Reply::Done(last),
+            (Value::Int(0), Value::BulkString(holder)) => {
+                Reply::Held(String::from_utf8_lossy(&holder).into_owned())
+            }
+            _ => Reply::NotRun,
+        });
+    }
+}
+
+fn started_ago(at: Instant) -> Duration {
+    at.elapsed()
+}
+
+/// A request's key, options and tick, checked as the single path checks them.
+fn check(request: &ClaimRequest<'_>) -> Result<()> {
+    schema::validate_key(request.key)?;
+    request.options.validate()?;
+    if request.tick.unsigned_abs() > 1 << 53 {
+        return Err(LockError::InvalidOptions(format!(
+            "tick {} is out of range (at most ±2^53 ms)",
+            request.tick
+        )));
+    }
+    Ok(())
+}
+
+/// Gives up every token of a batch whose outcome is unknown, unless disarmed.
+struct Cleanup<'a, 'r> {
+    core: &'a Core,
+    items: &'a [Item<'r>],
+    sent: &'a Sent,
+    sent_at: Instant,
+    armed: bool,
+}
+
+impl Drop for Cleanup<'_, '_> {
+    fn drop(&mut self) {
+        // Never sent (no connection): nothing can have happened.
+        if !self.armed || self.sent.generation().is_none() {
+            return;
+        }
+        for item in self.items {
+            self.core.releaser.abandon(
+                (item.key, Hold::Lock, &item.token),
+                self.sent_at,
+                item.lease,
+                false,
+                self.sent.generation(),
+            );
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Grouped releases: the holders' own releases of locks taken by a batched tick claim
+//! ([`ClaimedTick::run`](crate::tick::ClaimedTick::run)) go out together. The first release
+//! sends at once; releases asked for while a group is out wait for it and go in the next group,
+//! one pipeline per Redis node of `release_own_many.lua` calls. A scheduler's runs that end
+//! together (a slot's short jobs) are then a few round trips, not one per run, with no delay
+//! added to any of them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_redis::redis::{self, Value};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::batches;
+use crate::conn::Sent;
+use crate::deploy::slots::Node;
+use crate::error::{LockError, Result};
+use crate::hold::Hold;
+use crate::release::Releaser;
+use crate::schema::scripts::RELEASE_OWN_MANY;
+use crate::sync::lock_unpoisoned;
+
+/// The releases waiting for the next group, and whether a group is out.
+#[derive(Debug, Default)]
+pub(crate) struct Group {
+    pending: Vec<Pending>,
+    sending: bool,
+}
+
+/// One release waiting in the group.
+#[derive(Debug)]
+struct Pending {
+    key: String,
+    token: String,
+    lease: Duration,
+    sent_at: Instant,
+    reply: oneshot::Sender<Result<Value>>,
+}
+
+impl Releaser {
+    /// `release_own.lua`'s reply for `token` on `key` (1, 0 or -1), sent with the releases
+    /// grouped with it. A lost reply gives the token up in the background.
+    pub(crate) async fn release_own_grouped(
+        self: &Arc<Self>,
+        key: &str,
+        token: &str,
+        lease: Duration,
+        sent_at: Instant,
+    ) -> Result<Value> {
+        let (reply, answer) = oneshot::channel();
+        let pending = Pending { key: key.to_owned(), token: token.to_owned(), lease, sent_at, reply };
+        let lead = {
+            let mut group = lock_unpoisoned(&self.group);
+            group.pending.push(pending);
+            !std::mem::replace(&mut group.sending, true)
+        };
+        // Sent from a task of its own: a caller that gives up waiting must not strand the group.
+        if lead && !self.spawn(|releaser| async move { releaser.send_groups().await }) {
+            // No runtime: nothing can send it.
+            let mut group = lock_unpoisoned(&self.group);
+            group.sending = false;
+            group.pending.clear();
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(LockError::redis(
+                format!("releasing lock `{key}`"),
+                redis::RedisError::from(std::io::Error::other("the release group was dropped")),
+            ))
+        })
+    }
+
+    /// Sends the pending releases, group after group, until none is left.
+    async fn send_groups(self: Arc<Self>) {
+        loop {
+            let pending = {
+                let mut group = lock_unpoisoned(&self.group);
+                if group.pending.is_empty() {
+                    group.sending = false;
+                    return;
+                }
+                std::mem::take(&mut group.pending)
+            };
+            let nodes = self.conn.split_by_node(pending, |p| &p.key).await;
+            let sends = nodes.into_iter().map(|(node, pending)| self.send_group(node, pending));
+            futures_util::future::join_all(sends).await;
+        }
+    }
+
+    /// One pipeline of grouped releases to `node` (or the single node); each caller gets its
+    /// own reply.
+    async fn send_group(self: &Arc<Self>, node: Option<Node>, mut pending: Vec<Pending>) {
+        let calls = batches::calls(&mut pending, node.is_some(), |p| &p.key, |_| ());
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for call in &calls {
+            let cmd = pipe.cmd("EVALSHA").arg(RELEASE_OWN_MANY.get_hash()).arg(call.len());
+            for p in &pending[call.clone()] {
+                cmd.arg(&p.key);
+            }
+            for p in &pending[call.clone()] {
+                cmd.arg(&p.token);
+            }
+        }
+        let sent = Sent::default();
+        match batches::send(&self.conn, &pipe, node, &RELEASE_OWN_MANY, &sent).await {
+            Ok(replies) => {
+                let mut pending = pending.into_iter();
+                for (call, reply) in calls.iter().zip(replies) {
+                    let group: Vec<Pending> = pending.by_ref().take(call.len()).collect();
+                    self.answer(group, reply).await;
+                }
+                // A short reply (it cannot happen): those go one by one.
+                for p in pending {
+                    self.answer(vec![p], Err(redis::RedisError::from(std::io::Error::other("no reply"))))
+                        .await;
+                }
+            }
+            Err(e) => {
+                let e = LockError::redis("releasing locks".to_owned(), e);
+                for p in pending {
+                    if e.outcome_unknown() {
+                        self.abandon(
+                            (&p.key, Hold::Lock, &p.token),
+                            p.sent_at,
+                            p.lease,
+                            false,
+                            sent.generation(),
+                        );
+                    }
+                    let _ = p.reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+
+    /// Hands one call's reply to its callers; a call that failed on the server (a cluster
+    /// redirection, a key of the wrong type) is sent again for each of them on its own.
+    async fn answer(self: &Arc<Self>, group: Vec<Pending>, reply: redis::RedisResult<Value>) {
+        if let Ok(Value::Array(values)) = &reply
+            && values.len() == group.len()
+        {
+            for (p, value) in group.into_iter().zip(values.iter()) {
+                let _ = p.reply.send(Ok(value.clone()));
+            }
+            return;
+        }
+        for p in group {
+            let own = Hold::Lock.release_own(&p.key, &p.token, 0);
+            let result = match own {
+                Some(own) => self.send_once((&p.key, Hold::Lock, &p.token), &own, p.sent_at, p.lease).await,
+                None => Ok(Value::Int(-1)),
+            };
+            let _ = p.reply.send(result);
+        }
+    }
+}

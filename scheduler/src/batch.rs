@@ -1,0 +1,78 @@
+//! The claims of the runs a timer wake starts, made together: once their pause flags are known,
+//! the ticks of the jobs whose lock the scheduler knows ([`Job::lock`](crate::Job::lock)) are
+//! claimed with their locks in one [`LockClient::claim_ticks`] call (one round trip per Redis
+//! node, whatever the number of jobs), and each run is handed its share. Runs of jobs whose fn
+//! takes its own lock claim their tick in their first locked section, as before.
+
+use std::sync::Arc;
+
+use lock_core::tick::{Claim, ClaimRequest};
+use lock_core::{LockClient, LockError};
+use tokio::sync::oneshot;
+use tracing::Instrument;
+
+use crate::pause::PauseCheck;
+use crate::shared::JobEntry;
+
+/// What a run gets from its batch.
+#[derive(Debug)]
+pub(crate) enum Share {
+    /// The job is paused: nothing was claimed.
+    Paused,
+    /// How the claim went.
+    Claim(Result<Claim, LockError>),
+}
+
+/// The claims of one timer wake's runs, collected while the runs are spawned.
+#[derive(Default)]
+pub(crate) struct ClaimBatch {
+    claims: Vec<(Arc<JobEntry>, i64, oneshot::Sender<Share>)>,
+}
+
+impl ClaimBatch {
+    /// Adds `job`'s claim of `tick` (its lock must be known); its run waits on the receiver.
+    pub(crate) fn add(&mut self, job: &Arc<JobEntry>, tick: i64) -> oneshot::Receiver<Share> {
+        let (tx, rx) = oneshot::channel();
+        self.claims.push((job.clone(), tick, tx));
+        rx
+    }
+
+    /// Once `pause` is answered, claims the ticks of the jobs not paused, all in one call, and
+    /// hands each run its share (a run that is gone drops its claim, which releases the lock).
+    pub(crate) fn send(self, client: LockClient, mut pause: PauseCheck) {
+        if self.claims.is_empty() {
+            return;
+        }
+        tokio::spawn(
+            async move {
+                let mut claims = Vec::with_capacity(self.claims.len());
+                for (job, tick, tx) in self.claims {
+                    if pause.is_paused(&job.name).await {
+                        let _ = tx.send(Share::Paused);
+                    } else {
+                        claims.push((job, tick, tx));
+                    }
+                }
+                let requests: Vec<ClaimRequest<'_>> = claims
+                    .iter()
+                    .filter_map(|(job, tick, _)| {
+                        job.lock
+                            .as_ref()
+                            .map(|lock| ClaimRequest::new(&lock.key, *tick, lock.options.clone()))
+                    })
+                    .collect();
+                if requests.len() != claims.len() {
+                    // Only jobs with a lock are added; a run without its share reports it.
+                    tracing::error!("a batched claim without a lock key; its run is not started");
+                    return;
+                }
+                let results = client.claim_ticks(&requests).await;
+                drop(requests);
+                for ((_, _, tx), result) in claims.into_iter().zip(results) {
+                    let _ = tx.send(Share::Claim(result));
+                }
+            }
+            .in_current_span(),
+        );
+    }
+}
