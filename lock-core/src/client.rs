@@ -158,6 +158,14 @@ impl LockClient {
             .map_err(|e| LockError::redis("running an application command", e))
     }
 
+    /// The string values of `keys` (`None`: missing, or not a string), in one round trip per
+    /// Redis node whatever their number: `MGET` (in chunks of 1,000 keys) on a single node or
+    /// a Sentinel master, a pipeline of `GET`s per node in a cluster (where one `MGET` may not
+    /// span slots). For reading many small flags at once, such as a scheduler's pause flags.
+    pub async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<String>>> {
+        self.core.conn.get_many(keys).await.map_err(|e| LockError::redis("reading keys", e))
+    }
+
     /// The keys matching the glob `pattern` (`SCAN MATCH`, never `KEYS`; every master of a
     /// cluster is scanned), at least `limit` of them if there are that many (a few more may
     /// come back; none twice unless the keyspace changes meanwhile).

@@ -243,6 +243,52 @@ impl Conn {
         result
     }
 
+    /// See [`LockClient::get_many`](crate::LockClient::get_many).
+    pub(crate) async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<String>>, RedisError> {
+        const MGET_CHUNK: usize = 1000;
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let indexed: Vec<(usize, &str)> = keys.iter().map(String::as_str).enumerate().collect();
+        let cluster = self.target.is_cluster();
+        let groups = self.split_by_node(indexed, |(_, key)| key).await;
+        let reads = groups.into_iter().map(|(node, items)| async move {
+            let mut pipe = redis::pipe();
+            if cluster {
+                // One bad key (another type) spoils only its own value.
+                pipe.ignore_errors();
+                for (_, key) in &items {
+                    pipe.cmd("GET").arg(*key);
+                }
+                let values: Vec<redis::RedisResult<Option<String>>> =
+                    self.query_pipeline_on(&pipe, node).await?;
+                Ok::<_, RedisError>(
+                    items
+                        .into_iter()
+                        .zip(values)
+                        .map(|((i, _), v)| (i, v.ok().flatten()))
+                        .collect::<Vec<_>>(),
+                )
+            } else {
+                for chunk in items.chunks(MGET_CHUNK) {
+                    let cmd = pipe.cmd("MGET");
+                    for (_, key) in chunk {
+                        cmd.arg(*key);
+                    }
+                }
+                let chunks: Vec<Vec<Option<String>>> = self.query_pipeline_on(&pipe, node).await?;
+                Ok(items.into_iter().map(|(i, _)| i).zip(chunks.into_iter().flatten()).collect())
+            }
+        });
+        let mut values = vec![None; keys.len()];
+        for read in futures_util::future::join_all(reads).await {
+            for (i, value) in read? {
+                values[i] = value;
+            }
+        }
+        Ok(values)
+    }
+
     /// Groups `items` by the cluster node serving their keys (one group of all of them on a
     /// single node or Sentinel master), so each group can go out as one pipeline. Items whose
     /// node is unknown get a group of their own each, routed by their key.

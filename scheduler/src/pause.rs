@@ -68,25 +68,26 @@ pub async fn pause_state(client: &LockClient, job: &str) -> Result<PauseState, C
     Ok(PauseState { job: job.to_owned(), paused })
 }
 
-/// Which of `jobs` are paused, in one pipelined round trip (the timer checks every job due in
-/// the same instant at once); a Redis failure counts as not paused (the runs' own locks then
-/// report the failure).
+/// Which of `jobs` are paused, in one read per Redis node whatever their number
+/// ([`LockClient::get_many`]: the timer checks every job due in the same instant at once); a
+/// Redis failure counts as not paused (the runs' own locks then report the failure).
 pub(crate) async fn paused_among(client: &LockClient, jobs: &[Arc<str>]) -> HashSet<Arc<str>> {
-    let mut pipe = redis::pipe();
-    let mut asked = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        if let Ok(key) = pause_key(job) {
-            pipe.cmd("EXISTS").arg(key);
-            asked.push(job.clone());
-        }
-    }
+    let (asked, keys): (Vec<Arc<str>>, Vec<String>) =
+        jobs.iter().filter_map(|job| pause_key(job).ok().map(|key| (job.clone(), key))).unzip();
     if asked.is_empty() {
         return HashSet::new();
     }
-    match query::<Vec<i64>>(client, "reading the pause flags", &pipe).await {
-        Ok(flags) => asked.into_iter().zip(flags).filter(|(_, n)| *n == 1).map(|(job, _)| job).collect(),
-        Err(e) => {
+    let read = tokio::time::timeout(crate::command::TIMEOUT, client.get_many(&keys)).await;
+    match read {
+        Ok(Ok(flags)) => {
+            asked.into_iter().zip(flags).filter(|(_, flag)| flag.is_some()).map(|(job, _)| job).collect()
+        }
+        Ok(Err(e)) => {
             tracing::debug!(error = %e, "could not read the pause flags; running the slots");
+            HashSet::new()
+        }
+        Err(_) => {
+            tracing::debug!("the pause flags were not read in time; running the slots");
             HashSet::new()
         }
     }

@@ -42,41 +42,48 @@ pub(crate) struct SlotState {
 }
 
 /// The [`SlotState`] of each job — its name and, if the scheduler knows it, its lock key — in
-/// one pipelined round trip: a pause flag read (`EXISTS`) and a claimed-tick read (`GET`) per
-/// job, where a claim attempt is a script call. `None`: Redis failed.
+/// one read per Redis node whatever their number ([`LockClient::get_many`] of the pause flags
+/// and claimed ticks), where a claim attempt is a script call. `None`: Redis failed.
 pub(crate) async fn slot_states(
     client: &LockClient,
     jobs: &[(&str, Option<&str>)],
 ) -> Option<Vec<SlotState>> {
-    let mut pipe = redis::pipe();
-    // Per job: whether its pause flag and its tick were asked for (invalid names and keys are
-    // refused when the job is added; skipped here rather than trusted).
+    // Per job: where its pause flag and its tick are among the keys read (invalid names and
+    // keys are refused when the job is added; skipped here rather than trusted).
+    let mut keys = Vec::with_capacity(jobs.len() * 2);
     let mut asked = Vec::with_capacity(jobs.len());
     for (name, key) in jobs {
-        let pause = crate::schema::pause_key(name).ok();
-        if let Some(pause) = &pause {
-            pipe.cmd("EXISTS").arg(pause);
-        }
-        let key = key.filter(|key| lock_core::validate_key(key).is_ok());
-        if let Some(key) = key {
-            pipe.cmd("GET").arg(lock_core::schema::tick_key(key));
-        }
-        asked.push((pause.is_some(), key.is_some()));
+        let pause = crate::schema::pause_key(name).ok().map(|pause| {
+            keys.push(pause);
+            keys.len() - 1
+        });
+        let tick = key.filter(|key| lock_core::validate_key(key).is_ok()).map(|key| {
+            keys.push(lock_core::schema::tick_key(key));
+            keys.len() - 1
+        });
+        asked.push((pause, tick));
     }
-    // One bad reply (a key of the wrong type) spoils only its own job's state.
-    pipe.ignore_errors();
-    let replies: Vec<redis::Value> = query(client, "reading the slots' pause flags and claimed ticks", &pipe)
-        .await
-        .map_err(|e| tracing::debug!(error = %e, "could not read the deferred slots' state; trying them"))
-        .ok()?;
-    let mut replies = replies.into_iter();
-    let mut states = Vec::with_capacity(jobs.len());
-    for (pause, tick) in asked {
-        // Unreadable: not paused, and no tick known (the run's claim decides, and reports).
-        let paused = pause && redis::from_redis_value::<i64>(replies.next()?).is_ok_and(|n| n == 1);
-        let last_tick =
-            if tick { redis::from_redis_value::<Option<i64>>(replies.next()?).ok().flatten() } else { None };
-        states.push(SlotState { paused, last_tick });
-    }
-    Some(states)
+    let read = tokio::time::timeout(crate::command::TIMEOUT, client.get_many(&keys)).await;
+    let values = match read {
+        Ok(Ok(values)) => values,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "could not read the deferred slots' state; trying them");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!("the deferred slots' state was not read in time; trying them");
+            return None;
+        }
+    };
+    let value = |i: Option<usize>| i.and_then(|i| values.get(i)).and_then(Option::as_deref);
+    Some(
+        asked
+            .into_iter()
+            .map(|(pause, tick)| SlotState {
+                paused: value(pause).is_some(),
+                // Unreadable: no tick known (the run's claim decides, and reports).
+                last_tick: value(tick).and_then(|t| t.parse().ok()),
+            })
+            .collect(),
+    )
 }

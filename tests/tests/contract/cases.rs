@@ -378,6 +378,30 @@ pub(crate) async fn batched_tick_claims(d: &Deployment) {
     }
 }
 
+/// `get_many` reads keys spread over every node and slot in one call: values in order, `None`
+/// for a missing key and for a key of another type.
+pub(crate) async fn get_many_across_nodes(d: &Deployment) {
+    let base = key("get-many");
+    let keys: Vec<String> = (0..30).map(|i| format!("{base}:{i}")).collect();
+    let client = d.client("reader");
+    for (i, key) in keys.iter().enumerate().skip(2) {
+        let mut pipe = lock_core::redis::pipe();
+        pipe.cmd("SET").arg(key).arg(i).arg("PX").arg(60_000).ignore();
+        client.query_pipeline::<()>(&pipe).await.expect("set");
+    }
+    let mut pipe = lock_core::redis::pipe();
+    pipe.cmd("ZADD").arg(&keys[1]).arg(1).arg("m").ignore().cmd("PEXPIRE").arg(&keys[1]).arg(60_000).ignore();
+    client.query_pipeline::<()>(&pipe).await.expect("zadd");
+    let values = client.get_many(&keys).await.expect("read");
+    assert_eq!(values.len(), keys.len());
+    assert_eq!(values[0], None, "missing");
+    assert_eq!(values[1], None, "not a string");
+    for (i, value) in values.iter().enumerate().skip(2) {
+        assert_eq!(value.as_deref(), Some(i.to_string().as_str()), "{}", keys[i]);
+    }
+    assert!(client.get_many(&[]).await.expect("nothing to read").is_empty());
+}
+
 /// Many tasks of several clients share a semaphore of 3 permits: never more than 3 holders at
 /// once (and 3 do hold it at once), every acquisition ran, fences are unique, and nothing is
 /// left in Redis.

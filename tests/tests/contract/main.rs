@@ -27,7 +27,7 @@ macro_rules! contract {
             }
 
             contract!(@cases mutual_exclusion, owner_checked_release, expiry, extend,
-                hand_off_to_another_client, crash_takeover, fencing_order, tick_claim, batched_tick_claims, semaphore_bound,
+                hand_off_to_another_client, crash_takeover, fencing_order, tick_claim, batched_tick_claims, get_many_across_nodes, semaphore_bound,
                 semaphore_crash_takeover, rw_exclusion, rw_reader_crash_takeover);
         }
     };
