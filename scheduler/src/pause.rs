@@ -82,6 +82,11 @@ pub(crate) async fn paused_among(client: &LockClient, jobs: &[Arc<str>]) -> Hash
         Ok(Ok(flags)) => {
             asked.into_iter().zip(flags).filter(|(_, flag)| flag.is_some()).map(|(job, _)| job).collect()
         }
+        Ok(Err(e @ lock_core::LockError::Auth { .. })) => {
+            // A configuration error (an ACL without MGET, say), not a passing failure: said loudly.
+            tracing::warn!(error = %lock_core::ErrorChain(&e), "may not read the pause flags; running the slots");
+            HashSet::new()
+        }
         Ok(Err(e)) => {
             tracing::debug!(error = %e, "could not read the pause flags; running the slots");
             HashSet::new()

@@ -66,6 +66,10 @@ pub(crate) async fn slot_states(
     let read = tokio::time::timeout(crate::command::TIMEOUT, client.get_many(&keys)).await;
     let values = match read {
         Ok(Ok(values)) => values,
+        Ok(Err(e @ lock_core::LockError::Auth { .. })) => {
+            tracing::warn!(error = %lock_core::ErrorChain(&e), "may not read the deferred slots' state; trying them");
+            return None;
+        }
         Ok(Err(e)) => {
             tracing::debug!(error = %e, "could not read the deferred slots' state; trying them");
             return None;
