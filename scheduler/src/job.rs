@@ -211,7 +211,9 @@ impl Job {
     /// Cancel a run that takes longer than `limit`: its future is dropped (which releases its
     /// lock), it is reported and recorded in the run history as
     /// [`RunOutcome::TimedOut`](crate::RunOutcome::TimedOut), and the next slot runs as usual.
-    /// The time counts from the pause check, so it includes taking the lock. Default: no limit.
+    /// For a job with a [`lock`](Self::lock), the time counts from when its slot's batched
+    /// claim took the lock; for a job whose fn takes its own lock, from the pause check, so it
+    /// includes taking that lock. Default: no limit.
     /// Must not be zero.
     ///
     /// Cancellation happens at the job's next `.await`: a job that blocks its thread without
