@@ -240,6 +240,9 @@ impl Timer {
             self.fire_due(now);
             self.start_deferred();
             self.start_backlogs();
+            // Read again: firing a thousand jobs takes milliseconds, and a wait computed from
+            // the time before it would wake that much after the next slot.
+            let now = self.shared.clock.now();
             let mut wait = match self.queue.peek() {
                 Some(Reverse((next, _, _))) => (*next - now).to_std().unwrap_or_default().min(RECHECK),
                 None => RECHECK,
