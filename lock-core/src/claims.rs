@@ -115,6 +115,7 @@ impl Core {
         let groups = self.conn.split_by_node(items, |item| item.key).await;
         let sends = groups.into_iter().map(|(node, items)| self.send_group(requests, node, items));
         let mut redo = Vec::new();
+        let mut held = Vec::new();
         for (items, replies, sent_at) in futures_util::future::join_all(sends).await {
             match replies {
                 Ok(replies) => {
@@ -142,18 +143,9 @@ impl Core {
                                     .acquisition(Acquisition::Held, started_ago(sent_at));
                                 results[item.index] = Some(Ok(Claim::ClaimedElsewhere { last_tick }));
                             }
-                            Reply::Held(holder) => {
-                                // A holder whose client died is taken over by the single path.
-                                match self.liveness.is_dead(schema::unmarked(&holder)).await {
-                                    Ok(false) => {
-                                        self.metrics
-                                            .of(request.key, Hold::Lock)
-                                            .acquisition(Acquisition::Held, started_ago(sent_at));
-                                        results[item.index] = Some(Ok(Claim::Held { remaining: None }));
-                                    }
-                                    Ok(true) | Err(_) => redo.push(item.index),
-                                }
-                            }
+                            // Looked at once every lock taken has its guard (a guard dropped
+                            // with this future releases its lock; a bare token would not).
+                            Reply::Held(holder) => held.push((item.index, holder, sent_at)),
                             Reply::NotRun => redo.push(item.index),
                             Reply::Failed(e) => results[item.index] = Some(Err(e)),
                         }
@@ -164,6 +156,18 @@ impl Core {
                         results[item.index] = Some(Err(e.clone()));
                     }
                 }
+            }
+        }
+        for (index, holder, sent_at) in held {
+            // A holder whose client died is taken over by the single path.
+            match self.liveness.is_dead(schema::unmarked(&holder)).await {
+                Ok(false) => {
+                    self.metrics
+                        .of(requests[index].key, Hold::Lock)
+                        .acquisition(Acquisition::Held, started_ago(sent_at));
+                    results[index] = Some(Ok(Claim::Held { remaining: None }));
+                }
+                Ok(true) | Err(_) => redo.push(index),
             }
         }
         redo

@@ -397,7 +397,8 @@ async fn a_tick_beyond_exact_lua_numbers_is_rejected() {
 
 /// Batched tick claims: invalid input is that claim's error alone; a claim with a wait goes on
 /// its own; a lock claimed in a batch whose holder finds callers queued at the end of its run
-/// hands over to them (the grouped one-key release defers to the full release); and
+/// hands over to them (the grouped one-key release defers to the full release); a dead
+/// holder's lock is taken over, a live one's reported held; and
 /// 300 claimed locks released together cost a handful of release script calls, not 300.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_claims_check_input_hand_over_and_release_in_groups() {
@@ -445,6 +446,27 @@ async fn batched_claims_check_input_hand_over_and_release_in_groups() {
         tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("handed over").unwrap().unwrap();
     assert_eq!(holder_token(&server, "lock:b3"), guard.token());
     assert!(guard.release().await.unwrap());
+    // A lock held by a client whose liveness key is gone is taken over; one whose client is
+    // alive is reported held, and keeps its holder.
+    let dead = "pod-9:999999999999:00000000-0000-4000-8000-000000000001";
+    let alive = "pod-8:888888888888:00000000-0000-4000-8000-000000000002";
+    server.cli(&["SET", "lock:dead", dead, "PX", "60000"]);
+    server.cli(&["SET", "lock:alive", alive, "PX", "60000"]);
+    server.cli(&["SET", &schema::liveness_key("pod-8:888888888888"), "1", "PX", "60000"]);
+    let mut claims = a
+        .claim_ticks(&[
+            ClaimRequest::new("lock:dead", 9, LockOptions::new()),
+            ClaimRequest::new("lock:alive", 9, LockOptions::new()),
+        ])
+        .await
+        .into_iter();
+    let Some(Ok(Claim::Claimed(taken))) = claims.next() else {
+        panic!("the dead holder's lock is taken over")
+    };
+    assert_eq!(get(&server, "lock:dead"), taken.guard().token());
+    assert!(matches!(claims.next(), Some(Ok(Claim::Held { .. }))));
+    assert_eq!(get(&server, "lock:alive"), alive);
+    assert!(taken.run(async {}).await.is_ok());
     // 300 locks claimed and released together.
     let keys: Vec<String> = (0..300).map(|i| format!("lock:many:{i}")).collect();
     let requests: Vec<ClaimRequest<'_>> =
