@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_redis::redis::Value;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -16,7 +16,6 @@ use crate::conn::{Conn, Sent};
 use crate::error::Result;
 use crate::hold::Hold;
 use crate::options::millis;
-use crate::release_group::Group;
 use crate::replica_ack::ReplicaAck;
 use crate::reply;
 use crate::schema::scripts::Eval;
@@ -338,4 +337,22 @@ fn decode(key: &str, hold: Hold, reply: &Value) -> reply::Released {
     let released = reply::release(reply);
     telemetry::handoffs_unclaimed(key, hold.label(), Unclaimed::Lapsed, released.lapsed);
     released
+}
+
+/// Grouped releases (`release_group`): the releases waiting for the next group, and whether a
+/// group is out.
+#[derive(Debug, Default)]
+pub(crate) struct Group {
+    pub(crate) pending: Vec<Pending>,
+    pub(crate) sending: bool,
+}
+
+/// One release waiting in the group.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    pub(crate) key: String,
+    pub(crate) token: String,
+    pub(crate) lease: Duration,
+    pub(crate) sent_at: Instant,
+    pub(crate) reply: oneshot::Sender<Result<Value>>,
 }

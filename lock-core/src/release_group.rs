@@ -17,26 +17,9 @@ use crate::conn::Sent;
 use crate::deploy::slots::Node;
 use crate::error::{LockError, Result};
 use crate::hold::Hold;
-use crate::release::Releaser;
+use crate::release::{Pending, Releaser};
 use crate::schema::scripts::RELEASE_OWN_MANY;
 use crate::sync::lock_unpoisoned;
-
-/// The releases waiting for the next group, and whether a group is out.
-#[derive(Debug, Default)]
-pub(crate) struct Group {
-    pending: Vec<Pending>,
-    sending: bool,
-}
-
-/// One release waiting in the group.
-#[derive(Debug)]
-struct Pending {
-    key: String,
-    token: String,
-    lease: Duration,
-    sent_at: Instant,
-    reply: oneshot::Sender<Result<Value>>,
-}
 
 impl Releaser {
     /// `release_own.lua`'s reply for `token` on `key` (1, 0 or -1), sent with the releases
