@@ -395,12 +395,14 @@ async fn replicas_not_preferred_for_a_tick_read_that_it_ran_instead_of_claiming_
     for (handle, _) in replicas {
         handle.shutdown().await;
     }
-    // Per job-tick: the preferred replica's claim and release, and nothing from the other
-    // two replicas once they read that the tick was claimed (a claim attempt each: 4). A
-    // preferred replica late past the grace now and then makes another claim.
+    // Per slot and replica: one claim call for the ~10 jobs it is preferred for, and its
+    // releases in a few groups (0.32 per job-tick on an idle machine; at worst each release
+    // alone under load: 1.1); nothing from the other two replicas once they read that the
+    // ticks were claimed. One claim and one release per job-tick, as before batching, would
+    // be 2.0 (a claim attempt by each replica: 4).
     let per_job_tick = scripts as f64 / job_ticks as f64;
     assert!(job_ticks >= 30 * ticks.len(), "{job_ticks} job-ticks ran");
-    assert!(per_job_tick < 2.5, "{scripts} script calls for {job_ticks} job-ticks: {per_job_tick:.2} each");
+    assert!(per_job_tick < 1.5, "{scripts} script calls for {job_ticks} job-ticks: {per_job_tick:.2} each");
     // A history's expiry is renewed at most once a minute per replica, not with every entry:
     // 30 jobs x 3 replicas at most (a few more from elsewhere), where each run made one.
     assert!(expiries <= 30 * 3 + 10, "{expiries} PEXPIREs for {job_ticks} job-ticks");
