@@ -14,8 +14,9 @@ use deadpool_redis::redis::{self, ErrorKind, Value};
 use tokio::time::Instant;
 
 use crate::batches;
+use crate::cleanup::CleanupOnDrop;
 use crate::conn::Sent;
-use crate::core::{Attempt, Core, Taken, Target};
+use crate::core::{Attempt, Core, Taken, Target, check_input};
 use crate::deploy::slots::Node;
 use crate::error::{LockError, Result};
 use crate::hold::Hold;
@@ -42,7 +43,7 @@ impl Core {
         let mut batched = Vec::new();
         let mut single = Vec::new();
         for (index, request) in requests.iter().enumerate() {
-            if let Err(e) = check(request) {
+            if let Err(e) = check_input(request.key, &request.options, Some(request.tick)) {
                 results[index] = Some(Err(e));
             } else if self.batchable(request) {
                 batched.push(index);
@@ -130,17 +131,14 @@ impl Core {
                                     &request.options,
                                     Taken::by_reply(None, sent_at),
                                 );
-                                guard
-                                    .state()
-                                    .metrics
-                                    .acquisition(Acquisition::Acquired, started_ago(sent_at));
+                                guard.state().metrics.acquisition(Acquisition::Acquired, sent_at.elapsed());
                                 results[item.index] =
                                     Some(Ok(Claim::Claimed(ClaimedTick::new(self.clone(), guard, request))));
                             }
                             Reply::Done(last_tick) => {
                                 self.metrics
                                     .of(request.key, Hold::Lock)
-                                    .acquisition(Acquisition::Held, started_ago(sent_at));
+                                    .acquisition(Acquisition::Held, sent_at.elapsed());
                                 results[item.index] = Some(Ok(Claim::ClaimedElsewhere { last_tick }));
                             }
                             // Looked at once every lock taken has its guard (a guard dropped
@@ -164,7 +162,7 @@ impl Core {
                 Ok(false) => {
                     self.metrics
                         .of(requests[index].key, Hold::Lock)
-                        .acquisition(Acquisition::Held, started_ago(sent_at));
+                        .acquisition(Acquisition::Held, sent_at.elapsed());
                     results[index] = Some(Ok(Claim::Held { remaining: None }));
                 }
                 Ok(true) | Err(_) => redo.push(index),
@@ -199,8 +197,7 @@ impl Core {
             };
             let cmd = pipe.cmd("EVALSHA").arg(CLAIM_TICKS.get_hash()).arg(call.len() * 2);
             for item in &items[call.clone()] {
-                let key = requests[item.index].key;
-                cmd.arg(key).arg(schema::tick_key(key));
+                cmd.arg(item.key).arg(schema::tick_key(item.key));
             }
             cmd.arg(requests[first.index].tick).arg(lease).arg(ttl);
             for item in &items[call.clone()] {
@@ -226,16 +223,30 @@ impl Core {
     ) -> Result<Vec<Reply>> {
         // A lost reply (or this future dropped while the pipeline was out) may have taken any
         // of the locks: every token is given up in the background, as a single acquisition's.
-        let mut cleanup = Cleanup { core: self, items, sent, sent_at, armed: true };
+        let cleanups: Vec<CleanupOnDrop<'_>> = items
+            .iter()
+            .map(|item| {
+                CleanupOnDrop::new(
+                    &self.releaser,
+                    Target::lock(item.key),
+                    &item.token,
+                    sent_at,
+                    item.lease,
+                    sent,
+                )
+            })
+            .collect();
         let replies = match batches::send(&self.conn, pipe, node, &CLAIM_TICKS, sent).await {
             Ok(replies) => replies,
             Err(e) => {
                 let e = LockError::redis("claiming scheduler ticks".to_owned(), e);
-                cleanup.armed = e.outcome_unknown();
+                for cleanup in cleanups {
+                    drop(cleanup.failed(e.clone()));
+                }
                 return Err(e);
             }
         };
-        cleanup.armed = false;
+        cleanups.into_iter().for_each(CleanupOnDrop::disarm);
         let mut out = Vec::with_capacity(items.len());
         for (call, reply) in calls.iter().zip(replies) {
             decode(reply, call.len(), &mut out);
@@ -294,49 +305,5 @@ fn decode(reply: redis::RedisResult<Value>, n: usize, out: &mut Vec<Reply>) {
             }
             _ => Reply::NotRun,
         });
-    }
-}
-
-fn started_ago(at: Instant) -> Duration {
-    at.elapsed()
-}
-
-/// A request's key, options and tick, checked as the single path checks them.
-fn check(request: &ClaimRequest<'_>) -> Result<()> {
-    schema::validate_key(request.key)?;
-    request.options.validate()?;
-    if request.tick.unsigned_abs() > 1 << 53 {
-        return Err(LockError::InvalidOptions(format!(
-            "tick {} is out of range (at most ±2^53 ms)",
-            request.tick
-        )));
-    }
-    Ok(())
-}
-
-/// Gives up every token of a batch whose outcome is unknown, unless disarmed.
-struct Cleanup<'a, 'r> {
-    core: &'a Core,
-    items: &'a [Item<'r>],
-    sent: &'a Sent,
-    sent_at: Instant,
-    armed: bool,
-}
-
-impl Drop for Cleanup<'_, '_> {
-    fn drop(&mut self) {
-        // Never sent (no connection): nothing can have happened.
-        if !self.armed || self.sent.generation().is_none() {
-            return;
-        }
-        for item in self.items {
-            self.core.releaser.abandon(
-                (item.key, Hold::Lock, &item.token),
-                self.sent_at,
-                item.lease,
-                false,
-                self.sent.generation(),
-            );
-        }
     }
 }

@@ -78,6 +78,19 @@ impl Taken {
     }
 }
 
+/// Checks what an acquisition is given: the key, the options and the tick to claim, if any.
+pub(crate) fn check_input(key: &str, options: &LockOptions, tick: Option<i64>) -> Result<()> {
+    schema::validate_key(key)?;
+    options.validate()?;
+    // Lua compares ticks as doubles: exact up to 2^53 (epoch ms reach that in year 287,396).
+    if let Some(tick) = tick
+        && tick.unsigned_abs() > 1 << 53
+    {
+        return Err(LockError::InvalidOptions(format!("tick {tick} is out of range (at most ±2^53 ms)")));
+    }
+    Ok(())
+}
+
 /// The lease a lock is taken with, and whether the watchdog renews it.
 #[derive(Clone, Copy)]
 pub(crate) struct LeaseOf {
@@ -145,14 +158,7 @@ impl Core {
         tick: Option<i64>,
     ) -> Result<Attempt> {
         let key = target.key;
-        schema::validate_key(key)?;
-        options.validate()?;
-        // Lua compares ticks as doubles: exact up to 2^53 (epoch ms reach that in year 287,396).
-        if let Some(tick) = tick
-            && tick.unsigned_abs() > 1 << 53
-        {
-            return Err(LockError::InvalidOptions(format!("tick {tick} is out of range (at most ±2^53 ms)")));
-        }
+        check_input(key, &options, tick)?;
         if let Some(nested) = self.nested(target)? {
             return Ok(Attempt::Acquired(nested));
         }

@@ -145,11 +145,17 @@ impl Hold {
         }
     }
 
+    /// Whether the one-key release can replace [`release`](Self::release) (see
+    /// [`release_own`](Self::release_own)).
+    pub(crate) fn has_own_release(self, keep_ms: u64) -> bool {
+        self == Hold::Lock && keep_ms == 0
+    }
+
     /// The one-key release (`release_own.lua`) where it can replace [`release`](Self::release):
     /// the holder's own lock release with no minimum hold left. It replies -1, changing
     /// nothing, when callers queued; the full release is then needed.
     pub(crate) fn release_own(self, key: &str, token: &str, keep_ms: u64) -> Option<Eval> {
-        if self != Hold::Lock || keep_ms > 0 {
+        if !self.has_own_release(keep_ms) {
             return None;
         }
         let mut eval = Eval::new(&RELEASE_OWN, &[key]);

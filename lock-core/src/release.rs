@@ -102,23 +102,20 @@ impl Releaser {
         // release with no minimum hold) and this client's last release of the key found
         // nobody queued. It replies -1, changing nothing, when callers queued; the full
         // release then hands over: one more round trip, only when contention starts.
-        let own = if state.metrics.queued_last() {
-            None
-        } else {
-            state.hold.release_own(&state.key, &state.token, keep_ms)
+        let one_key = !state.metrics.queued_last() && state.hold.has_own_release(keep_ms);
+        let own = match (one_key, grouped) {
+            (false, _) => None,
+            (true, true) => {
+                Some(self.release_own_grouped(&state.key, &state.token, state.lease, sent_at).await?)
+            }
+            (true, false) => match state.hold.release_own(&state.key, &state.token, keep_ms) {
+                Some(own) => Some(self.send_release(state, &own, sent_at).await?),
+                None => None,
+            },
         };
         let reply = match own {
-            Some(_) if grouped => {
-                match self.release_own_grouped(&state.key, &state.token, state.lease, sent_at).await? {
-                    Value::Int(-1) => None,
-                    reply => Some(reply),
-                }
-            }
-            Some(own) => match self.send_release(state, &own, sent_at).await? {
-                Value::Int(-1) => None,
-                reply => Some(reply),
-            },
-            None => None,
+            Some(Value::Int(-1)) | None => None,
+            reply => reply,
         };
         let reply = match reply {
             Some(reply) => reply,

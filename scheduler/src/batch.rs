@@ -62,8 +62,9 @@ impl ClaimBatch {
                     })
                     .collect();
                 if requests.len() != claims.len() {
-                    // Only jobs with a lock are added; a run without its share reports it.
-                    tracing::error!("a batched claim without a lock key; its run is not started");
+                    // Only jobs with a lock are added (`start_of`); were one not, every run of
+                    // the batch would report its claim as failed (its share dropped).
+                    tracing::error!("a batched claim without a lock key; the batch is not sent");
                     return;
                 }
                 let results = client.claim_ticks(&requests).await;

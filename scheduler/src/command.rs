@@ -49,6 +49,31 @@ pub(crate) async fn run_script<T: FromRedisValue>(
     Ok(reply)
 }
 
+/// The string values of `keys` ([`LockClient::get_many`]: one read per Redis node), within
+/// [`TIMEOUT`]; `None` if Redis did not answer, logged as `what` could not be read. A refusal
+/// by the ACL (a user without `MGET`) is a configuration error, and logged as a warning.
+pub(crate) async fn read_keys(
+    client: &LockClient,
+    what: &str,
+    keys: &[String],
+) -> Option<Vec<Option<String>>> {
+    match tokio::time::timeout(TIMEOUT, client.get_many(keys)).await {
+        Ok(Ok(values)) => Some(values),
+        Ok(Err(e @ LockError::Auth { .. })) => {
+            tracing::warn!(error = %lock_core::ErrorChain(&e), "may not read {what}; running the slots");
+            None
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "could not read {what}; running the slots");
+            None
+        }
+        Err(_) => {
+            tracing::debug!("{what} were not read in time; running the slots");
+            None
+        }
+    }
+}
+
 /// The keys matching `pattern` (`SCAN`, never `KEYS`), within [`TIMEOUT`].
 pub(crate) async fn scan(
     client: &LockClient,

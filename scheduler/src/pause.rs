@@ -77,24 +77,11 @@ pub(crate) async fn paused_among(client: &LockClient, jobs: &[Arc<str>]) -> Hash
     if asked.is_empty() {
         return HashSet::new();
     }
-    let read = tokio::time::timeout(crate::command::TIMEOUT, client.get_many(&keys)).await;
-    match read {
-        Ok(Ok(flags)) => {
+    match crate::command::read_keys(client, "the pause flags", &keys).await {
+        Some(flags) => {
             asked.into_iter().zip(flags).filter(|(_, flag)| flag.is_some()).map(|(job, _)| job).collect()
         }
-        Ok(Err(e @ lock_core::LockError::Auth { .. })) => {
-            // A configuration error (an ACL without MGET, say), not a passing failure: said loudly.
-            tracing::warn!(error = %lock_core::ErrorChain(&e), "may not read the pause flags; running the slots");
-            HashSet::new()
-        }
-        Ok(Err(e)) => {
-            tracing::debug!(error = %e, "could not read the pause flags; running the slots");
-            HashSet::new()
-        }
-        Err(_) => {
-            tracing::debug!("the pause flags were not read in time; running the slots");
-            HashSet::new()
-        }
+        None => HashSet::new(),
     }
 }
 

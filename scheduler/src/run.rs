@@ -167,12 +167,16 @@ async fn run(
                 Some(run_locked(&shared, &job, ctx, Locking::Claimed(claimed)).await)
             }
             Ok(Share::Claim(claim)) => Some((Some(Ok(Ok(()))), Some(not_claimed(claim)))),
-            // The batch's task is gone (the runtime is shutting down): nothing was claimed.
+            // The batch's task is gone (the runtime is shutting down, or it panicked): whether
+            // the tick was claimed is unknown, as after a lost reply.
             Err(_) => Some((
                 Some(Ok(Ok(()))),
-                Some(TickOutcome::LockFailed(LockError::InvalidOptions(
-                    "the slot's claim batch was dropped".into(),
-                ))),
+                Some(TickOutcome::LockFailed(LockError::Redis {
+                    action: "claiming the slot's tick".into(),
+                    source: lock_core::redis::RedisError::from(std::io::Error::other(
+                        "the claim batch was dropped",
+                    )),
+                })),
             )),
         },
     };

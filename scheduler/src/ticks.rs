@@ -63,22 +63,8 @@ pub(crate) async fn slot_states(
         });
         asked.push((pause, tick));
     }
-    let read = tokio::time::timeout(crate::command::TIMEOUT, client.get_many(&keys)).await;
-    let values = match read {
-        Ok(Ok(values)) => values,
-        Ok(Err(e @ lock_core::LockError::Auth { .. })) => {
-            tracing::warn!(error = %lock_core::ErrorChain(&e), "may not read the deferred slots' state; trying them");
-            return None;
-        }
-        Ok(Err(e)) => {
-            tracing::debug!(error = %e, "could not read the deferred slots' state; trying them");
-            return None;
-        }
-        Err(_) => {
-            tracing::debug!("the deferred slots' state was not read in time; trying them");
-            return None;
-        }
-    };
+    let values =
+        crate::command::read_keys(client, "the deferred slots' pause flags and ticks", &keys).await?;
     let value = |i: Option<usize>| i.and_then(|i| values.get(i)).and_then(Option::as_deref);
     Some(
         asked
