@@ -348,7 +348,9 @@ impl Conn {
         script.load_async(&mut conn).await.map(drop).map_err(|e| LockError::redis(action(), e))
     }
 
+    /// The connection for one request (counted in `lock_redis_requests_total`).
     async fn connection(&self, action: &impl Fn() -> String) -> Result<(u64, Link)> {
+        crate::telemetry::request_sent();
         if let Some((generation, conn)) = read_unpoisoned(&self.slot).as_ref() {
             return Ok((*generation, conn.clone()));
         }

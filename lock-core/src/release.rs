@@ -336,12 +336,13 @@ fn decode(key: &str, hold: Hold, reply: &Value) -> reply::Released {
     released
 }
 
-/// Grouped releases (`release_group`): the releases waiting for the next group, and whether a
-/// group is out.
+/// Grouped releases (`release_group`): the releases waiting for the next group, whether a
+/// group is out, and when the last one was sent.
 #[derive(Debug, Default)]
 pub(crate) struct Group {
     pub(crate) pending: Vec<Pending>,
     pub(crate) sending: bool,
+    pub(crate) last_sent: Option<Instant>,
 }
 
 /// One release waiting in the group.

@@ -1,9 +1,10 @@
 //! Grouped releases: the holders' own releases of locks taken by a batched tick claim
-//! ([`ClaimedTick::run`](crate::tick::ClaimedTick::run)) go out together. The first release
-//! sends at once; releases asked for while a group is out wait for it and go in the next group,
-//! one pipeline per Redis node of `release_own_many.lua` calls. A scheduler's runs that end
-//! together (a slot's short jobs) are then a few round trips, not one per run, with no delay
-//! added to any of them.
+//! ([`ClaimedTick::run`](crate::tick::ClaimedTick::run)) go out together, one pipeline per
+//! Redis node of `release_own_many.lua` calls. A release sends at once when no group went out
+//! in the last [`GROUP_INTERVAL`]; otherwise it waits for the next group, sent that long after
+//! the last one. A burst of runs ending (a scheduler's slot of short jobs) then costs at most
+//! one round trip per node per interval whatever the number of runs, and a lone release no
+//! delay.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +21,10 @@ use crate::hold::Hold;
 use crate::release::{Pending, Releaser};
 use crate::schema::scripts::RELEASE_OWN_MANY;
 use crate::sync::lock_unpoisoned;
+
+/// Least time between two groups of releases: how long a release in a burst may wait for the
+/// others (its lock stays held that much longer), and what bounds the round trips of a burst.
+pub(crate) const GROUP_INTERVAL: Duration = Duration::from_millis(10);
 
 impl Releaser {
     /// `release_own.lua`'s reply for `token` on `key` (1, 0 or -1), sent with the releases
@@ -53,15 +58,21 @@ impl Releaser {
         })
     }
 
-    /// Sends the pending releases, group after group, until none is left.
+    /// Sends the pending releases, group after group (at least [`GROUP_INTERVAL`] apart),
+    /// until none is left.
     async fn send_groups(self: Arc<Self>) {
         loop {
+            let next = lock_unpoisoned(&self.group).last_sent.map(|at| at + GROUP_INTERVAL);
+            if let Some(next) = next.filter(|next| *next > Instant::now()) {
+                tokio::time::sleep_until(next).await;
+            }
             let pending = {
                 let mut group = lock_unpoisoned(&self.group);
                 if group.pending.is_empty() {
                     group.sending = false;
                     return;
                 }
+                group.last_sent = Some(Instant::now());
                 std::mem::take(&mut group.pending)
             };
             let nodes = self.conn.split_by_node(pending, |p| &p.key).await;

@@ -12,6 +12,7 @@
 //! | `lock_renewals_total` | counter | | lock-key renewals the watchdog sent |
 //! | `lock_renewal_failures_total` | counter | | renewal batches that failed (Redis unreachable, timeout) |
 //! | `lock_losses_total` | counter | `key`, `reason` = `expired` \| `not_owner` | held locks lost |
+//! | `lock_redis_requests_total` | counter | | requests sent to Redis: a command or a pipeline (round trips, pipelined or not; subscriptions not counted) |
 //!
 //! The `key` label is the lock key with every `:`-separated segment that contains a digit
 //! replaced by `*` (`lock:product:42` → `lock:product:*`), so per-resource keys do not create
@@ -266,6 +267,11 @@ pub(crate) fn handoffs_unclaimed(key: &str, kind: &'static str, reason: Unclaime
     };
     metrics::counter!("lock_handoffs_unclaimed_total", "key" => key_label(key), "kind" => kind, "reason" => reason)
         .increment(n);
+}
+
+/// One request (a command or a pipeline) about to be sent to Redis.
+pub(crate) fn request_sent() {
+    metrics::counter!("lock_redis_requests_total").increment(1);
 }
 
 pub(crate) fn renewals(sent: usize) {

@@ -192,9 +192,10 @@ impl ClaimedTick {
     /// Runs `fut` holding the lock, as a locked section ([`LockClient::with_lock`]): locked
     /// sections inside it that ask for the same key share the hold, a loss is handled per the
     /// request's `on_lost` ([`LockError::Lost`] when the body was cancelled), and the lock is
-    /// released when `fut` ends. Releases of claimed ticks' locks ending together go out
-    /// together: one round trip per Redis node for those asked for while an earlier group
-    /// was out.
+    /// released when `fut` ends. Releases of claimed ticks' locks go out in groups, at most
+    /// one round trip per Redis node every 10 ms: a release sends at once unless a group went
+    /// out in the last 10 ms, in which case it waits (its lock held that much longer) and
+    /// goes with the releases asked for meanwhile.
     pub async fn run<F: Future>(self, fut: F) -> Result<F::Output> {
         section::hold(&self.core, self.guard, self.on_lost, true, fut).await
     }

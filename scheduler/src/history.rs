@@ -117,8 +117,14 @@ const RECORD_BATCH: usize = 512;
 
 type Queued = (Record, oneshot::Sender<()>);
 
+/// Least time between two history writes of a replica, unless the last one was full: runs
+/// ending in a burst (a slot's short jobs) share one pipelined round trip per interval, so
+/// their round trips do not grow with their number. A run's entry waits at most this long;
+/// one written after a quiet spell goes at once.
+const WRITE_INTERVAL: Duration = Duration::from_millis(10);
+
 /// Writes run history entries: the runs that end together (a thousand jobs due in the same
-/// second) share one pipelined round trip instead of one each.
+/// second) share one pipelined round trip instead of one each ([`WRITE_INTERVAL`]).
 pub(crate) struct Recorder {
     tx: mpsc::UnboundedSender<Queued>,
     rx: std::sync::Mutex<Option<mpsc::UnboundedReceiver<Queued>>>,
@@ -162,7 +168,11 @@ async fn write_records(client: LockClient, mut rx: mpsc::UnboundedReceiver<Queue
     // When this replica last renewed each job's history expiry.
     let mut renewed: HashMap<Arc<str>, Instant> = HashMap::new();
     let mut pruned = Instant::now();
+    let mut last_write: Option<Instant> = None;
     while let Some(first) = rx.recv().await {
+        if let Some(next) = last_write.map(|at| at + WRITE_INTERVAL).filter(|next| *next > Instant::now()) {
+            tokio::time::sleep_until(next).await;
+        }
         batch.push(first);
         while batch.len() < RECORD_BATCH {
             match rx.try_recv() {
@@ -171,6 +181,8 @@ async fn write_records(client: LockClient, mut rx: mpsc::UnboundedReceiver<Queue
             }
         }
         let now = Instant::now();
+        // A full batch may have more behind it: those go at once.
+        last_write = (batch.len() < RECORD_BATCH).then_some(now);
         let records: Vec<&Record> = batch.iter().map(|(record, _)| record).collect();
         let missing = write(&client, &records, &mut renewed, now).await;
         if !missing.is_empty() {

@@ -421,6 +421,7 @@ impl Timer {
         let (tx, pause) = PauseCheck::pending();
         let mut batch = ClaimBatch::default();
         let (mut fired, mut due) = (Vec::new(), Vec::new());
+        let deferred_before = self.deferred.len();
         while let Some(Reverse((slot, seq, _))) = self.queue.peek() {
             if *slot > now {
                 break;
@@ -434,6 +435,13 @@ impl Timer {
                 fired.push(name.clone());
             }
             due.push(name);
+        }
+        // The slots deferred by this wake end their grace together (counted from now, once
+        // all are fired): their states are then read, and their claims sent, in one go each,
+        // not in as many wakes as firing them took milliseconds.
+        let grace_end = Instant::now() + self.shared.claim_grace;
+        for deferred in self.deferred.iter_mut().skip(deferred_before) {
+            deferred.at = grace_end;
         }
         if !fired.is_empty() {
             PauseCheck::answer(tx, self.shared.client.clone(), fired);

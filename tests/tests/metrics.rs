@@ -200,6 +200,24 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
         1
     );
 
+    // Requests to Redis: 300 ticks claimed together, their bodies run at once and their
+    // locks released in groups, are a handful of round trips (one each would be 600).
+    let keys: Vec<String> = (0..300).map(|i| format!("lock:burst:{i}")).collect();
+    let requests: Vec<lock_core::tick::ClaimRequest<'_>> =
+        keys.iter().map(|k| lock_core::tick::ClaimRequest::new(k, 1, LockOptions::new())).collect();
+    let _ = values(&snapshotter);
+    let mut runs = Vec::new();
+    for claim in a.claim_ticks(&requests).await {
+        let Ok(lock_core::tick::Claim::Claimed(claimed)) = claim else { panic!("claimed: {claim:?}") };
+        runs.push(tokio::spawn(claimed.run(async {})));
+    }
+    for run in runs {
+        run.await.expect("task").expect("ran");
+    }
+    let sent = counter(&values(&snapshotter), "lock_redis_requests_total", &[]);
+    assert!((2..=15).contains(&sent), "{sent} requests for 300 claims and releases");
+    assert!(keys.iter().all(|key| server.cli(&["EXISTS", key]) == "0"), "all released");
+
     // A job: runs counted by outcome, with duration and start lag; paused slots counted too.
     let job =
         Job::new("metrics-job", "* * * * * *", || async { Ok::<_, String>(()) }).lock("lock:metrics-job");

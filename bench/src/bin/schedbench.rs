@@ -19,16 +19,20 @@
 //!
 //! Over the load window it also reads the server's counters (`INFO commandstats`, `INFO cpu`,
 //! `INFO stats`) and reports per job-tick, all replicas together: Redis CPU, Redis commands
-//! (script-internal ones included) and script calls, and the server's socket reads per replica
-//! per slot (each client round trip is at least one read). The floor — one conditional `SET
-//! … NX PX` per job-tick from a raw pipelined client, as many job-ticks as the window had —
-//! is measured in the same run, after the load, and is the baseline of the ratios.
+//! (script-internal ones included) and script calls, the server's socket reads per replica
+//! per slot, and — counted by each replica (`lock_redis_requests_total`) — its requests to
+//! Redis per slot: its round trips. The floor — one conditional `SET … NX PX` per job-tick
+//! from a raw pipelined client, as many job-ticks as the window had — is measured in the same
+//! run, after the load, and is the baseline of the ratios. The server's own idle CPU rate
+//! (measured for 3 s before the replicas start) is reported too, and the Redis CPU per
+//! job-tick net of it.
 //!
 //! Prints Markdown tables and the targets of issues 14 and 25 (met or not).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -48,6 +52,9 @@ use server::{CmdDelta, CmdStats, process_cpu_us};
 
 /// The run line a replica prints: `run <job> <tick ms> <lag µs>`.
 const RUN: &str = "run";
+
+/// How long the server's idle CPU rate is measured, before the replicas start.
+const IDLE_REDIS: Duration = Duration::from_secs(3);
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -123,6 +130,19 @@ fn coordinator(args: &[String]) -> Result<()> {
         );
     }
 
+    // The server's CPU rate with nothing to do (its own timers: a cost per second, not per
+    // job-tick).
+    let rt = runtime()?;
+    let mut conn = rt
+        .block_on(redis::Client::open(redis.url())?.get_multiplexed_async_connection())
+        .context("connecting to Redis for its counters")?;
+    let idle_redis = rt.block_on(async {
+        let before = CmdStats::read(&mut conn).await?;
+        tokio::time::sleep(IDLE_REDIS).await;
+        anyhow::Ok(CmdStats::read(&mut conn).await?.since(&before))
+    })?;
+    let idle_redis_us_per_s = idle_redis.server_cpu_us as f64 / IDLE_REDIS.as_secs_f64();
+
     // Start the replicas; each says `ready` once it sees all the others.
     let mut children = Vec::new();
     for i in 0..args.replicas {
@@ -139,11 +159,7 @@ fn coordinator(args: &[String]) -> Result<()> {
         let stdout = BufReader::new(child.stdout.take().context("replica stdout")?);
         children.push(Replica { instance, child, stdin, stdout });
     }
-    let rt = runtime()?;
-    let mut conn = rt
-        .block_on(redis::Client::open(redis.url())?.get_multiplexed_async_connection())
-        .context("connecting to Redis for its counters")?;
-    let result = measure(&args, &mut children, &rt, &mut conn);
+    let result = measure(&args, &mut children, &rt, &mut conn, idle_redis_us_per_s);
     for replica in &mut children {
         let _ = replica.child.kill();
         let _ = replica.child.wait();
@@ -163,6 +179,7 @@ fn measure(
     children: &mut [Replica],
     rt: &tokio::runtime::Runtime,
     conn: &mut MultiplexedConnection,
+    idle_redis_us_per_s: f64,
 ) -> Result<()> {
     for replica in children.iter_mut() {
         let mut line = String::new();
@@ -197,8 +214,8 @@ fn measure(
     let mut per_tick: HashMap<(u32, i64), u32> = HashMap::new();
     let mut lags: Vec<u64> = Vec::new();
     let mut per_replica = Vec::new();
-    // CPU time of all replicas over the window.
-    let mut cpu_us = 0u64;
+    // CPU time and requests to Redis of all replicas over the window.
+    let (mut cpu_us, mut requests) = (0u64, 0u64);
     for replica in children.iter_mut() {
         let mut runs = 0u64;
         let mut line = String::new();
@@ -212,6 +229,10 @@ fn measure(
                 Some(RUN) => {}
                 Some("cpu_us") => {
                     cpu_us += parts.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+                    continue;
+                }
+                Some("requests") => {
+                    requests += parts.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
                     continue;
                 }
                 _ => continue,
@@ -270,11 +291,21 @@ fn measure(
     let cpu_ratio = cpu.0 / cpu.1.max(f64::MIN_POSITIVE);
     let slots = args.replicas as f64 * args.secs as f64;
     let reads_per_replica_slot = load.reads as f64 / slots;
+    let requests_per_replica_slot = requests as f64 / slots;
+    // Net of what the server spends per second doing nothing.
+    let idle_share = idle_redis_us_per_s * args.secs as f64;
+    let net_cpu = per((load.server_cpu_us as f64 - idle_share).max(0.0) as u64);
+    let net_ratio = net_cpu / cpu.1.max(f64::MIN_POSITIVE);
     // Each replica's CPU time over the window, per 1,000 job-ticks (of all replicas).
     let replica_cpu_per_k = cpu_us as f64 / 1000.0 / args.replicas as f64 / (expected.max(1) as f64 / 1000.0);
     println!("\n| per job-tick, all replicas | scheduler | floor | × floor |");
     println!("|---|---|---|---|");
     println!("| Redis CPU (INFO cpu) | {:.1} µs | {:.1} µs | {:.1} |", cpu.0, cpu.1, cpu_ratio);
+    println!(
+        "| Redis CPU net of the server's idle rate ({:.2} ms/s) | {net_cpu:.1} µs | {:.1} µs | {net_ratio:.1} |",
+        idle_redis_us_per_s / 1000.0,
+        cpu.1
+    );
     println!(
         "| Redis commands (script-internal included) | {:.2} | {:.2} | {:.1} |",
         cmds.0,
@@ -282,6 +313,11 @@ fn measure(
         cmds.0 / cmds.1.max(f64::MIN_POSITIVE)
     );
     println!("| script calls | {:.2} | 0 | |", per(scripts(&load.by_command)));
+    println!(
+        "| requests to Redis (round trips) per replica per slot | {requests_per_replica_slot:.1} | {:.1} | |",
+        // The floor's client: one pipeline per slot.
+        1.0
+    );
     println!(
         "\nRedis commands per job-tick: {}.\n\nExecution µs per call (INFO commandstats; a script's \
          includes the commands it runs): {}; scripts take {:.1} µs per job-tick of it.\n\nServer socket reads per replica per slot (a client \
@@ -309,6 +345,10 @@ fn measure(
         met(cpu_ratio <= 3.0)
     );
     println!(
+        "| Redis CPU per job-tick net of idle within 3× the floor | {net_ratio:.1}× | {} |",
+        met(net_ratio <= 3.0)
+    );
+    println!(
         "| runs per replica within ±25% of even | worst {:.1}% | {} |",
         worst * 100.0,
         met(worst <= 0.25)
@@ -316,7 +356,7 @@ fn measure(
     println!("| no double run | {doubles} | {} |", met(doubles == 0));
     println!("| ≤ 0.1% missed job-ticks | {:.3}% | {} |", missed_share * 100.0, met(missed_share <= 0.001));
     println!(
-        "{{\"scenario\":\"sched\",\"replicas\":{},\"jobs\":{},\"secs\":{},\"expected\":{expected},\"doubles\":{doubles},\"missed\":{missed},\"p50_ms\":{p50:.2},\"p99_ms\":{p99:.2},\"max_ms\":{max:.2},\"worst_spread\":{worst:.3},\"redis_cpu_us\":{:.2},\"floor_cpu_us\":{:.2},\"redis_cmds\":{:.2},\"floor_cmds\":{:.2},\"reads_per_replica_slot\":{reads_per_replica_slot:.1}}}",
+        "{{\"scenario\":\"sched\",\"replicas\":{},\"jobs\":{},\"secs\":{},\"expected\":{expected},\"doubles\":{doubles},\"missed\":{missed},\"p50_ms\":{p50:.2},\"p99_ms\":{p99:.2},\"max_ms\":{max:.2},\"worst_spread\":{worst:.3},\"redis_cpu_us\":{:.2},\"floor_cpu_us\":{:.2},\"redis_cmds\":{:.2},\"floor_cmds\":{:.2},\"reads_per_replica_slot\":{reads_per_replica_slot:.1},\"requests_per_replica_slot\":{requests_per_replica_slot:.1},\"redis_cpu_net_us\":{net_cpu:.2}}}",
         args.replicas, args.jobs, args.secs, cpu.0, cpu.1, cmds.0, cmds.1
     );
     Ok(())
@@ -383,6 +423,9 @@ fn replica(args: &[String]) -> Result<()> {
     let (jobs, replicas, grace_ms): (usize, usize, u64) =
         (jobs.parse()?, replicas.parse()?, grace_ms.parse()?);
     let runs: Arc<Mutex<Vec<(u32, i64, u64)>>> = Arc::new(Mutex::new(Vec::with_capacity(jobs * 64)));
+    let requests = Arc::new(AtomicU64::new(0));
+    metrics::set_global_recorder(RequestCounter(requests.clone()))
+        .map_err(|_| anyhow::anyhow!("a metrics recorder was already installed"))?;
     let rt = runtime()?;
     rt.block_on(async {
         let client = client(url, instance)?;
@@ -414,18 +457,25 @@ fn replica(args: &[String]) -> Result<()> {
         println!("ready");
         // `start` and `end` bound the window this process's CPU time is measured over; `stop`
         // (or the coordinator gone) ends the run.
-        let window = tokio::task::spawn_blocking(|| {
-            let (mut started, mut used) = (None, 0);
+        let window = tokio::task::spawn_blocking(move || {
+            let (mut started, mut used) = (None, (0, 0));
+            let now = || (process_cpu_us(), requests.load(Ordering::Relaxed));
             for line in std::io::stdin().lines() {
                 match line.as_deref().map(str::trim) {
-                    Ok("start") => started = Some(process_cpu_us()),
-                    Ok("end") => used = started.map_or(0, |s| process_cpu_us().saturating_sub(s)),
+                    Ok("start") => started = Some(now()),
+                    Ok("end") => {
+                        let end = now();
+                        used = started
+                            .map_or((0, 0), |s| (end.0.saturating_sub(s.0), end.1.saturating_sub(s.1)));
+                    }
                     _ => break,
                 }
             }
             used
         });
-        println!("cpu_us {}", window.await.unwrap_or(0));
+        let (cpu_us, requests) = window.await.unwrap_or((0, 0));
+        println!("cpu_us {cpu_us}");
+        println!("requests {requests}");
         handle.shutdown().await;
         Ok(())
     })?;
@@ -463,4 +513,30 @@ fn idle(args: &[String]) -> Result<()> {
         handle.shutdown().await;
         Ok(())
     })
+}
+
+/// A replica's metrics recorder: counts `lock_redis_requests_total` (its requests to Redis),
+/// records nothing else (so the replica's CPU time is what it would be without a recorder).
+struct RequestCounter(Arc<AtomicU64>);
+
+impl metrics::Recorder for RequestCounter {
+    fn describe_counter(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_gauge(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_histogram(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        if key.name() == "lock_redis_requests_total" {
+            metrics::Counter::from_arc(self.0.clone())
+        } else {
+            metrics::Counter::noop()
+        }
+    }
+
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::noop()
+    }
+
+    fn register_histogram(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
 }
