@@ -207,6 +207,58 @@ async fn an_acquisition_answered_too_late_leaves_no_orphaned_lock() {
     other.try_lock(key, LockOptions::new()).await.expect("free").release().await.expect("release");
 }
 
+/// A batched tick claim (a scheduler slot's claims) whose reply comes after the command
+/// timeout: every claim of the batch reports an unknown outcome, and every lock it took in
+/// Redis is released in the background, not left to its lease. The ticks stay claimed: those job-ticks run nowhere (at most once), and claiming them
+/// again is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batched_claim_answered_too_late_leaves_no_orphaned_lock() {
+    use lock_core::tick::{Claim, ClaimRequest};
+    init_tracing();
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).expect("proxy");
+    let slow = client(&proxy.url(), "pod-slow");
+    slow.try_lock("lock:warm-up", LockOptions::new())
+        .await
+        .expect("warm-up")
+        .release()
+        .await
+        .expect("release");
+    // The claim script loaded (a first EVALSHA would only get NOSCRIPT, late).
+    for claim in slow.claim_ticks(&[ClaimRequest::new("lock:warm-up", 1, LockOptions::new())]).await {
+        let Ok(Claim::Claimed(claimed)) = claim else { panic!("warm-up claim: {claim:?}") };
+        claimed.run(async {}).await.expect("warm-up run");
+    }
+    let keys: Vec<String> = (0..250).map(|i| format!("lock:late-batch:{i}")).collect();
+    let lease = Duration::from_secs(10);
+    let requests: Vec<ClaimRequest<'_>> =
+        keys.iter().map(|k| ClaimRequest::new(k, 42, LockOptions::new().lease(lease))).collect();
+    let spike = Duration::from_secs(1);
+    proxy.set_for(Direction::ToClient, Fault::Delay(Duration::from_millis(700)), spike);
+    let spiked = Instant::now();
+    let claims = slow.claim_ticks(&requests).await;
+    assert_eq!(claims.len(), keys.len());
+    for claim in &claims {
+        assert!(matches!(claim, Err(e) if e.is_transient()), "{claim:?}");
+    }
+    drop(claims);
+    let ticks: Vec<String> = keys.iter().map(|k| schema::tick_key(k)).collect();
+    let mget: Vec<&str> = std::iter::once("MGET").chain(ticks.iter().map(String::as_str)).collect();
+    let claimed = server.cli(&mget).lines().filter(|tick| tick.trim() == "42").count();
+    assert_eq!(claimed, keys.len(), "the claims ran in Redis although their reply was late");
+    let exists: Vec<&str> = std::iter::once("EXISTS").chain(keys.iter().map(String::as_str)).collect();
+    let held = || server.cli(&exists).trim().parse::<usize>().unwrap_or(usize::MAX);
+    assert!(wait_until(Duration::from_secs(8), || held() == 0).await, "{} orphaned locks left", held());
+    let freed = spiked.elapsed();
+    assert!(freed <= spike + Duration::from_secs(1) + SLACK, "freed {freed:?} after the spike began");
+    eprintln!("late batched claim: {} orphaned locks freed {freed:?} after the spike began", keys.len());
+    // The ticks stay claimed: another replica's claim of the same tick is refused.
+    let other = client(&server.url(), "pod-other");
+    for claim in other.claim_ticks(&requests).await {
+        assert!(matches!(claim, Ok(Claim::ClaimedElsewhere { last_tick: 42 })), "{claim:?}");
+    }
+}
+
 /// A release delayed in the network until after the lock's lease ran out and another caller
 /// took it: when it finally lands, it deletes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -235,6 +287,53 @@ async fn a_release_that_lands_late_never_deletes_a_newer_holders_key() {
     assert_eq!(get(&server, key), new.token(), "the newer holder's key survived the late release");
     proxy.heal();
     assert!(new.release().await.expect("release"));
+}
+
+/// The same for a grouped release (a claimed tick's lock released with others): delayed until
+/// after the lease ran out and another caller took the lock, it deletes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grouped_release_that_lands_late_never_deletes_a_newer_holders_key() {
+    use lock_core::tick::{Claim, ClaimRequest};
+    init_tracing();
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).expect("proxy");
+    let slow = client(&proxy.url(), "pod-slow");
+    let other = client(&server.url(), "pod-other");
+    let keys = ["lock:late-group:a", "lock:late-group:b"];
+    let requests: Vec<ClaimRequest<'_>> = keys
+        .iter()
+        .map(|k| ClaimRequest::new(k, 1, LockOptions::new().lease(Duration::from_millis(300))))
+        .collect();
+    let mut runs = Vec::new();
+    for claim in slow.claim_ticks(&requests).await {
+        let Ok(Claim::Claimed(claimed)) = claim else { panic!("claimed: {claim:?}") };
+        runs.push(claimed);
+    }
+    proxy.set(Direction::ToRedis, Fault::Delay(Duration::from_millis(1500)));
+    let releases: Vec<_> = runs.into_iter().map(|run| tokio::spawn(run.run(async {}))).collect();
+    let mut newer = Vec::new();
+    for key in keys {
+        let guard = other
+            .acquire(key, LockOptions::new().wait(Duration::from_secs(5)))
+            .await
+            .expect("taken after the fixed lease");
+        newer.push(guard);
+    }
+    for release in releases {
+        let _ = release.await.expect("run task");
+    }
+    let sent = proxy.stats().from_clients;
+    assert!(
+        wait_until(Duration::from_secs(10), || proxy.stats().to_redis >= sent).await,
+        "the late releases are delivered"
+    );
+    for (key, guard) in keys.iter().zip(&newer) {
+        assert_eq!(get(&server, key), guard.token(), "{key}: the newer holder's key survived");
+    }
+    proxy.heal();
+    for guard in newer {
+        assert!(guard.release().await.expect("release"));
+    }
 }
 
 /// Connections reset again and again while a waiter waits, while the lock is handed to it and
