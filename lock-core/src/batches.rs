@@ -35,9 +35,12 @@ pub(crate) fn calls<T, K: Ord>(
     calls
 }
 
-/// Sends `pipe` (script calls of `script`, errors kept per reply) to `node` once, recording
-/// the connection in `sent`; again once if the server had lost the script (a restart, `SCRIPT
-/// FLUSH`: NOSCRIPT means nothing ran).
+/// Sends `pipe` (script calls of `script`, one reply each, errors kept per reply) to `node`
+/// once, recording the connection in `sent`; then, if the server had lost the script (a
+/// restart, `SCRIPT FLUSH`), loads it and sends again the calls that replied NOSCRIPT, and
+/// only those: NOSCRIPT means that call did nothing, but the pipeline's other calls may have
+/// run (another client can load the script while the pipeline is being executed), and running
+/// a claim or a release twice would misreport it.
 pub(crate) async fn send(
     conn: &Conn,
     pipe: &redis::Pipeline,
@@ -45,13 +48,25 @@ pub(crate) async fn send(
     script: &Script,
     sent: &Sent,
 ) -> Result<Vec<redis::RedisResult<Value>>, redis::RedisError> {
-    let result = conn.query_pipeline_once::<Vec<redis::RedisResult<Value>>>(pipe, node.clone(), sent).await;
-    if result.as_ref().is_ok_and(|replies| replies.iter().any(is_noscript))
-        && conn.load_script(script).await.is_ok()
-    {
-        return conn.query_pipeline_once(pipe, node, sent).await;
+    let mut replies =
+        conn.query_pipeline_once::<Vec<redis::RedisResult<Value>>>(pipe, node.clone(), sent).await?;
+    let lost: Vec<usize> = (0..replies.len()).filter(|&i| is_noscript(&replies[i])).collect();
+    if lost.is_empty() || replies.len() != pipe.len() || conn.load_script(script).await.is_err() {
+        return Ok(replies);
     }
-    result
+    let mut again = redis::pipe();
+    again.ignore_errors();
+    let mut lost_calls = lost.iter().peekable();
+    for (i, cmd) in pipe.cmd_iter().enumerate() {
+        if lost_calls.next_if(|&&l| l == i).is_some() {
+            again.add_command(cmd.clone());
+        }
+    }
+    let resent = conn.query_pipeline_once::<Vec<redis::RedisResult<Value>>>(&again, node, sent).await?;
+    for (i, reply) in lost.into_iter().zip(resent) {
+        replies[i] = reply;
+    }
+    Ok(replies)
 }
 
 fn is_noscript(reply: &redis::RedisResult<Value>) -> bool {
@@ -61,4 +76,38 @@ fn is_noscript(reply: &redis::RedisResult<Value>) -> bool {
 /// Whether a call's error means it did not run here (a cluster redirection).
 pub(crate) fn redirected(e: &redis::RedisError) -> bool {
     matches!(e.kind(), ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use deadpool_redis::redis::{self, Script, Value};
+    use redis_fixture::RedisServer;
+
+    use crate::conn::{Conn, Sent};
+    use crate::deploy::Target;
+
+    /// A pipeline whose first call finds no script and whose later call finds it (another
+    /// client loaded it meanwhile: here a `SCRIPT LOAD` inside the pipeline stands for it):
+    /// only the first call is sent again, so each call runs once.
+    #[tokio::test]
+    async fn after_noscript_only_the_calls_that_did_not_run_are_sent_again() {
+        let server = RedisServer::start();
+        let timeout = Duration::from_secs(5);
+        let target = Target::single(&server.url(), None, None, None, 2, timeout).expect("target");
+        let conn = Conn::new(target, timeout);
+        let script = Script::new("return redis.call('INCR', KEYS[1])");
+        server.cli(&["SCRIPT", "FLUSH"]);
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        pipe.cmd("EVALSHA").arg(script.get_hash()).arg(1).arg("first");
+        pipe.cmd("SCRIPT").arg("LOAD").arg("return redis.call('INCR', KEYS[1])");
+        pipe.cmd("EVALSHA").arg(script.get_hash()).arg(1).arg("second");
+        let replies = super::send(&conn, &pipe, None, &script, &Sent::default()).await.expect("sent");
+        assert!(matches!(replies[0], Ok(Value::Int(1))), "{replies:?}");
+        assert!(matches!(replies[2], Ok(Value::Int(1))), "{replies:?}");
+        assert_eq!(server.cli(&["GET", "first"]), "1");
+        assert_eq!(server.cli(&["GET", "second"]), "1", "the call that ran was not sent again");
+    }
 }

@@ -52,6 +52,9 @@ use server::{CmdDelta, CmdStats, process_cpu_us};
 
 /// The run line a replica prints: `run <job> <tick ms> <lag µs>`.
 const RUN: &str = "run";
+/// The line a replica prints per slot it settled without running it: `not-run <tick ms>
+/// <outcome>` (skipped as done elsewhere, held, still running; missed; failed).
+const NOT_RUN: &str = "not-run";
 
 /// How long the server's idle CPU rate is measured, before the replicas start.
 const IDLE_REDIS: Duration = Duration::from_secs(3);
@@ -216,6 +219,8 @@ fn measure(
     let mut per_replica = Vec::new();
     // CPU time and requests to Redis of all replicas over the window.
     let (mut cpu_us, mut requests) = (0u64, 0u64);
+    // Slots of the window settled without a run, by outcome, all replicas together.
+    let mut not_run: std::collections::BTreeMap<String, u64> = Default::default();
     for replica in children.iter_mut() {
         let mut runs = 0u64;
         let mut line = String::new();
@@ -229,6 +234,15 @@ fn measure(
                 Some(RUN) => {}
                 Some("cpu_us") => {
                     cpu_us += parts.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+                    continue;
+                }
+                Some(NOT_RUN) => {
+                    if let (Some(tick), Some(outcome)) =
+                        (parts.next().and_then(|t| t.parse::<i64>().ok()), parts.next())
+                        && (start_ms..end_ms).contains(&tick)
+                    {
+                        *not_run.entry(outcome.to_owned()).or_default() += 1;
+                    }
                     continue;
                 }
                 Some("requests") => {
@@ -272,6 +286,28 @@ fn measure(
         "| {expected} | {} | {doubles} | {missed} ({:.3}%) | {p50:.1} ms | {p99:.1} ms | {max:.1} ms |",
         lags.len(),
         missed_share * 100.0
+    );
+    if missed > 0 {
+        // Which slots lost runs, and what the replicas said of them.
+        let mut by_slot: std::collections::BTreeMap<i64, u64> = Default::default();
+        for tick in (start_ms..end_ms).step_by(1000) {
+            let ran = (0..args.jobs as u32).filter(|j| per_tick.contains_key(&(*j, tick))).count() as u64;
+            if ran < args.jobs as u64 {
+                by_slot.insert(tick, args.jobs as u64 - ran);
+            }
+        }
+        println!(
+            "\nMissed job-ticks by slot (s into the window: missed): {}",
+            by_slot
+                .iter()
+                .map(|(t, n)| format!("{}: {n}", (t - start_ms) / 1000))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    println!(
+        "\nSlots settled without a run, all replicas (outcome: count): {}",
+        not_run.iter().map(|(o, n)| format!("{o}: {n}")).collect::<Vec<_>>().join(", ")
     );
     println!("\n| replica | runs | vs even ({even:.0}) |");
     println!("|---|---|---|");
@@ -423,6 +459,11 @@ fn replica(args: &[String]) -> Result<()> {
     let (jobs, replicas, grace_ms): (usize, usize, u64) =
         (jobs.parse()?, replicas.parse()?, grace_ms.parse()?);
     let runs: Arc<Mutex<Vec<(u32, i64, u64)>>> = Arc::new(Mutex::new(Vec::with_capacity(jobs * 64)));
+    let not_run: Arc<Mutex<Vec<(i64, &'static str)>>> = Arc::default();
+    // Warnings (failed claims, releases, history writes) on stderr, tagged with the instance.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
     let requests = Arc::new(AtomicU64::new(0));
     metrics::set_global_recorder(RequestCounter(requests.clone()))
         .map_err(|_| anyhow::anyhow!("a metrics recorder was already installed"))?;
@@ -446,7 +487,28 @@ fn replica(args: &[String]) -> Result<()> {
             .lock(format!("schedbench:{i}"));
             builder = builder.job(job);
         }
-        let handle = builder.build()?.start().await?;
+        let scheduler = builder.build()?;
+        // Every slot settled here without running (skipped, missed, failed): (tick, outcome).
+        let mut reports = scheduler.subscribe();
+        let settled = tokio::spawn({
+            let not_run = not_run.clone();
+            async move {
+                loop {
+                    let entry = match reports.recv().await {
+                        Ok(report) if !report.outcome.ran_here() => {
+                            (report.tick, report.outcome.metric_label())
+                        }
+                        Ok(_) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => (0, "reports_lost"),
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                    };
+                    if let Ok(mut not_run) = not_run.lock() {
+                        not_run.push(entry);
+                    }
+                }
+            }
+        });
+        let handle = scheduler.start().await?;
         let deadline = Instant::now() + Duration::from_secs(20);
         while handle.live_replicas().len() < replicas {
             if Instant::now() > deadline {
@@ -477,12 +539,16 @@ fn replica(args: &[String]) -> Result<()> {
         println!("cpu_us {cpu_us}");
         println!("requests {requests}");
         handle.shutdown().await;
-        Ok(())
+        settled.abort();
+        anyhow::Ok(())
     })?;
     let runs = runs.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for (job, tick, lag) in runs.iter() {
         writeln!(out, "{RUN} {job} {tick} {lag}")?;
+    }
+    for (tick, outcome) in not_run.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.iter() {
+        writeln!(out, "{NOT_RUN} {tick} {outcome}")?;
     }
     out.flush()?;
     Ok(())
