@@ -209,8 +209,8 @@ async fn an_acquisition_answered_too_late_leaves_no_orphaned_lock() {
 
 /// A batched tick claim (a scheduler slot's claims) whose reply comes after the command
 /// timeout: every claim of the batch reports an unknown outcome, and every lock it took in
-/// Redis is released in the background, not left to its lease. The ticks stay claimed: those job-ticks run nowhere (at most once), and claiming them
-/// again is refused.
+/// Redis is released in the background, not left to its lease. The ticks stay claimed: those
+/// job-ticks run nowhere (at most once), and claiming them again is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batched_claim_answered_too_late_leaves_no_orphaned_lock() {
     use lock_core::tick::{Claim, ClaimRequest};
@@ -218,13 +218,8 @@ async fn a_batched_claim_answered_too_late_leaves_no_orphaned_lock() {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.port()).expect("proxy");
     let slow = client(&proxy.url(), "pod-slow");
-    slow.try_lock("lock:warm-up", LockOptions::new())
-        .await
-        .expect("warm-up")
-        .release()
-        .await
-        .expect("release");
-    // The claim script loaded (a first EVALSHA would only get NOSCRIPT, late).
+    // Connected, its liveness key made and the claim script loaded (a first EVALSHA would
+    // only get NOSCRIPT, late).
     for claim in slow.claim_ticks(&[ClaimRequest::new("lock:warm-up", 1, LockOptions::new())]).await {
         let Ok(Claim::Claimed(claimed)) = claim else { panic!("warm-up claim: {claim:?}") };
         claimed.run(async {}).await.expect("warm-up run");
