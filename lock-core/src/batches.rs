@@ -82,32 +82,36 @@ pub(crate) fn redirected(e: &redis::RedisError) -> bool {
 mod tests {
     use std::time::Duration;
 
-    use deadpool_redis::redis::{self, Script, Value};
+    use deadpool_redis::redis::{self, Value};
     use redis_fixture::RedisServer;
 
     use crate::conn::{Conn, Sent};
     use crate::deploy::Target;
+    use crate::schema::scripts::{RELEASE_OWN_MANY, lua};
 
     /// A pipeline whose first call finds no script and whose later call finds it (another
     /// client loaded it meanwhile: here a `SCRIPT LOAD` inside the pipeline stands for it):
-    /// only the first call is sent again, so each call runs once.
+    /// only the first call is sent again. Sent twice, the second release would find its lock
+    /// already gone and report it not held (0).
     #[tokio::test]
     async fn after_noscript_only_the_calls_that_did_not_run_are_sent_again() {
         let server = RedisServer::start();
         let timeout = Duration::from_secs(5);
         let target = Target::single(&server.url(), None, None, None, 2, timeout).expect("target");
         let conn = Conn::new(target, timeout);
-        let script = Script::new("return redis.call('INCR', KEYS[1])");
         server.cli(&["SCRIPT", "FLUSH"]);
+        server.cli(&["SET", "lock:first", "token-1"]);
+        server.cli(&["SET", "lock:second", "token-2"]);
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
-        pipe.cmd("EVALSHA").arg(script.get_hash()).arg(1).arg("first");
-        pipe.cmd("SCRIPT").arg("LOAD").arg("return redis.call('INCR', KEYS[1])");
-        pipe.cmd("EVALSHA").arg(script.get_hash()).arg(1).arg("second");
-        let replies = super::send(&conn, &pipe, None, &script, &Sent::default()).await.expect("sent");
-        assert!(matches!(replies[0], Ok(Value::Int(1))), "{replies:?}");
-        assert!(matches!(replies[2], Ok(Value::Int(1))), "{replies:?}");
-        assert_eq!(server.cli(&["GET", "first"]), "1");
-        assert_eq!(server.cli(&["GET", "second"]), "1", "the call that ran was not sent again");
+        pipe.cmd("EVALSHA").arg(RELEASE_OWN_MANY.get_hash()).arg(1).arg("lock:first").arg("token-1");
+        pipe.cmd("SCRIPT").arg("LOAD").arg(lua::RELEASE_OWN_MANY);
+        pipe.cmd("EVALSHA").arg(RELEASE_OWN_MANY.get_hash()).arg(1).arg("lock:second").arg("token-2");
+        let replies =
+            super::send(&conn, &pipe, None, &RELEASE_OWN_MANY, &Sent::default()).await.expect("sent");
+        let released = |reply: &redis::RedisResult<Value>| matches!(reply, Ok(Value::Array(v)) if v.as_slice() == [Value::Int(1)]);
+        assert!(released(&replies[0]), "the first call, sent again, released: {replies:?}");
+        assert!(released(&replies[2]), "the second call ran once and released: {replies:?}");
+        assert_eq!(server.cli(&["EXISTS", "lock:first", "lock:second"]), "0");
     }
 }

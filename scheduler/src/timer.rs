@@ -421,7 +421,11 @@ impl Timer {
         let (tx, pause) = PauseCheck::pending();
         let mut batch = ClaimBatch::default();
         let (mut fired, mut due) = (Vec::new(), Vec::new());
+        // The slots this wake defers end their grace together: their states are then read, and
+        // their claims sent, in one go each, not in as many wakes as firing took milliseconds.
+        // Counted from the end of the firing (set below), so none gets less than the grace.
         let deferred_before = self.deferred.len();
+        let provisional = Instant::now() + self.shared.claim_grace;
         while let Some(Reverse((slot, seq, _))) = self.queue.peek() {
             if *slot > now {
                 break;
@@ -431,17 +435,16 @@ impl Timer {
             if self.jobs.get(&name).is_none_or(|job| job.seq != seq) {
                 continue; // stale: the job was removed or requeued
             }
-            if self.fire_job(&name, slot, now, &pause, &mut batch) {
+            if self.fire_job(&name, slot, now, &pause, &mut batch, provisional) {
                 fired.push(name.clone());
             }
             due.push(name);
         }
-        // The slots deferred by this wake end their grace together (counted from now, once
-        // all are fired): their states are then read, and their claims sent, in one go each,
-        // not in as many wakes as firing them took milliseconds.
-        let grace_end = Instant::now() + self.shared.claim_grace;
-        for deferred in self.deferred.iter_mut().skip(deferred_before) {
-            deferred.at = grace_end;
+        if self.deferred.len() > deferred_before {
+            let grace_end = Instant::now() + self.shared.claim_grace;
+            for deferred in self.deferred.iter_mut().skip(deferred_before) {
+                deferred.at = grace_end;
+            }
         }
         if !fired.is_empty() {
             PauseCheck::answer(tx, self.shared.client.clone(), fired);
@@ -478,6 +481,7 @@ impl Timer {
         now: DateTime<Utc>,
         pause: &PauseCheck,
         batch: &mut ClaimBatch,
+        grace_end: Instant,
     ) -> bool {
         let shared = self.shared.clone();
         let Some(job) = self.jobs.get_mut(name) else { return false };
@@ -536,8 +540,7 @@ impl Timer {
             || shared.members.preferred(name, slot.timestamp_millis());
         if !preferred && !shared.claim_grace.is_zero() {
             job.deferred = Some(slot);
-            let at = Instant::now() + shared.claim_grace;
-            self.deferred.push_back(Deferred { at, job: name.clone(), slot, fired_at: now });
+            self.deferred.push_back(Deferred { at: grace_end, job: name.clone(), slot, fired_at: now });
             // A lock held at the slot's time means the slot is skipped (skip-if-held), even if
             // the lock is free by the end of the grace. Not checked for jobs seen to be short
             // (one command each, at the busiest moment).

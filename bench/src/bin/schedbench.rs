@@ -55,6 +55,8 @@ const RUN: &str = "run";
 /// The line a replica prints per slot it settled without running it: `not-run <tick ms>
 /// <outcome>` (skipped as done elsewhere, held, still running; missed; failed).
 const NOT_RUN: &str = "not-run";
+/// The line a replica prints with the number of reports it could not keep up with.
+const LOST: &str = "reports-lost";
 
 /// How long the server's idle CPU rate is measured, before the replicas start.
 const IDLE_REDIS: Duration = Duration::from_secs(3);
@@ -221,6 +223,8 @@ fn measure(
     let (mut cpu_us, mut requests) = (0u64, 0u64);
     // Slots of the window settled without a run, by outcome, all replicas together.
     let mut not_run: std::collections::BTreeMap<String, u64> = Default::default();
+    // Reports a replica could not keep up with (so not in `not_run`).
+    let mut lost = 0u64;
     for replica in children.iter_mut() {
         let mut runs = 0u64;
         let mut line = String::new();
@@ -243,6 +247,10 @@ fn measure(
                     {
                         *not_run.entry(outcome.to_owned()).or_default() += 1;
                     }
+                    continue;
+                }
+                Some(LOST) => {
+                    lost += parts.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
                     continue;
                 }
                 Some("requests") => {
@@ -306,8 +314,13 @@ fn measure(
         );
     }
     println!(
-        "\nSlots settled without a run, all replicas (outcome: count): {}",
-        not_run.iter().map(|(o, n)| format!("{o}: {n}")).collect::<Vec<_>>().join(", ")
+        "\nSlots settled without a run, all replicas (outcome: count): {}{}",
+        not_run.iter().map(|(o, n)| format!("{o}: {n}")).collect::<Vec<_>>().join(", "),
+        if lost > 0 {
+            format!(" (and {lost} reports the replicas' subscriptions fell behind on, over the whole run)")
+        } else {
+            String::new()
+        }
     );
     println!("\n| replica | runs | vs even ({even:.0}) |");
     println!("|---|---|---|");
@@ -460,6 +473,7 @@ fn replica(args: &[String]) -> Result<()> {
         (jobs.parse()?, replicas.parse()?, grace_ms.parse()?);
     let runs: Arc<Mutex<Vec<(u32, i64, u64)>>> = Arc::new(Mutex::new(Vec::with_capacity(jobs * 64)));
     let not_run: Arc<Mutex<Vec<(i64, &'static str)>>> = Arc::default();
+    let lost = Arc::new(AtomicU64::new(0));
     // Warnings (failed claims, releases, history writes) on stderr, tagged with the instance.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
@@ -491,7 +505,7 @@ fn replica(args: &[String]) -> Result<()> {
         // Every slot settled here without running (skipped, missed, failed): (tick, outcome).
         let mut reports = scheduler.subscribe();
         let settled = tokio::spawn({
-            let not_run = not_run.clone();
+            let (not_run, lost) = (not_run.clone(), lost.clone());
             async move {
                 loop {
                     let entry = match reports.recv().await {
@@ -499,7 +513,11 @@ fn replica(args: &[String]) -> Result<()> {
                             (report.tick, report.outcome.metric_label())
                         }
                         Ok(_) => continue,
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => (0, "reports_lost"),
+                        // Too many at once for the channel: counted, not lost silently.
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                            lost.fetch_add(n, Ordering::Relaxed);
+                            continue;
+                        }
                         Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
                     };
                     if let Ok(mut not_run) = not_run.lock() {
@@ -550,6 +568,7 @@ fn replica(args: &[String]) -> Result<()> {
     for (tick, outcome) in not_run.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.iter() {
         writeln!(out, "{NOT_RUN} {tick} {outcome}")?;
     }
+    writeln!(out, "{LOST} {}", lost.load(Ordering::Relaxed))?;
     out.flush()?;
     Ok(())
 }
