@@ -15,6 +15,8 @@ pub(crate) struct CmdStats {
     client_cpu_us: u64,
     /// `total_reads_processed`: socket reads the server handled.
     reads: u64,
+    /// `keyspace_hits` + `keyspace_misses`: keys looked up by reads.
+    key_reads: u64,
 }
 
 /// User + system CPU time of this process (all threads), in µs, from `/proc/self/stat`
@@ -43,6 +45,9 @@ pub(crate) struct CmdDelta {
     pub(crate) client_cpu_us: u64,
     /// Socket reads the server handled (fewer per command: the client batched more).
     pub(crate) reads: u64,
+    /// Keys looked up by reads (`keyspace_hits` + `keyspace_misses`; a script's `GET`s and
+    /// `SET … GET`s included).
+    pub(crate) key_reads: u64,
 }
 
 impl CmdDelta {
@@ -52,6 +57,7 @@ impl CmdDelta {
         self.server_cpu_us += other.server_cpu_us;
         self.client_cpu_us += other.client_cpu_us;
         self.reads += other.reads;
+        self.key_reads += other.key_reads;
         for (k, v) in &other.by_command {
             *self.by_command.entry(k.clone()).or_default() += v;
         }
@@ -91,10 +97,15 @@ impl CmdStats {
         let client_cpu_us = process_cpu_us();
         let mut stats = BTreeMap::new();
         let mut server_cpu = 0.0;
-        let mut reads = 0;
+        let (mut reads, mut key_reads) = (0, 0);
         for line in info.lines() {
             if let Some(v) = line.strip_prefix("total_reads_processed:") {
                 reads = v.trim().parse().unwrap_or(0);
+            }
+            if let Some(v) =
+                line.strip_prefix("keyspace_hits:").or_else(|| line.strip_prefix("keyspace_misses:"))
+            {
+                key_reads += v.trim().parse::<u64>().unwrap_or(0);
             }
             if let Some((name, v)) = line.split_once(':')
                 && (name == "used_cpu_user" || name == "used_cpu_sys")
@@ -114,7 +125,13 @@ impl CmdStats {
             }
             stats.insert(name.to_owned(), (calls, usec));
         }
-        Ok(CmdStats { commands: stats, server_cpu_us: (server_cpu * 1e6) as u64, client_cpu_us, reads })
+        Ok(CmdStats {
+            commands: stats,
+            server_cpu_us: (server_cpu * 1e6) as u64,
+            client_cpu_us,
+            reads,
+            key_reads,
+        })
     }
 
     /// The counters of several servers (a cluster's masters), added up.
@@ -123,6 +140,7 @@ impl CmdStats {
         for stats in all {
             total.server_cpu_us += stats.server_cpu_us;
             total.reads += stats.reads;
+            total.key_reads += stats.key_reads;
             total.client_cpu_us = stats.client_cpu_us;
             for (name, (calls, usec)) in stats.commands {
                 let entry = total.commands.entry(name).or_default();
@@ -138,6 +156,7 @@ impl CmdStats {
             server_cpu_us: self.server_cpu_us.saturating_sub(before.server_cpu_us),
             client_cpu_us: self.client_cpu_us.saturating_sub(before.client_cpu_us),
             reads: self.reads.saturating_sub(before.reads),
+            key_reads: self.key_reads.saturating_sub(before.key_reads),
             ..CmdDelta::default()
         };
         for (name, &(calls, usec)) in &self.commands {

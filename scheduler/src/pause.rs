@@ -99,11 +99,6 @@ impl PauseCheck {
         (PauseAnswer(tx), PauseCheck(rx))
     }
 
-    /// A check already answered: `paused` are the paused jobs.
-    pub(crate) fn known(paused: HashSet<Arc<str>>) -> PauseCheck {
-        PauseCheck(watch::channel(Some(Arc::new(paused))).1)
-    }
-
     /// Checks `jobs` in the background and answers the runs waiting on the check.
     pub(crate) fn answer(answer: PauseAnswer, client: LockClient, jobs: Vec<Arc<str>>) {
         tokio::spawn(

@@ -32,48 +32,32 @@ pub(crate) async fn held_among(client: &LockClient, keys: &[String]) -> Option<V
     Some(held.into_iter().map(|n| n == 1).collect())
 }
 
-/// What a replica needs to know about a slot it was not preferred for, once the claim grace
-/// is over: whether the job is paused, and the last tick claimed with its lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SlotState {
-    pub(crate) paused: bool,
-    /// `None`: none claimed (or forgotten), or the scheduler does not know the job's lock key.
-    pub(crate) last_tick: Option<i64>,
-}
-
-/// The [`SlotState`] of each job — its name and, if the scheduler knows it, its lock key — in
-/// one read per Redis node whatever their number ([`LockClient::get_many`] of the pause flags
-/// and claimed ticks), where a claim attempt is a script call. `None`: Redis failed.
-pub(crate) async fn slot_states(
-    client: &LockClient,
-    jobs: &[(&str, Option<&str>)],
-) -> Option<Vec<SlotState>> {
-    // Per job: where its pause flag and its tick are among the keys read (invalid names and
-    // keys are refused when the job is added; skipped here rather than trusted).
-    let mut keys = Vec::with_capacity(jobs.len() * 2);
-    let mut asked = Vec::with_capacity(jobs.len());
-    for (name, key) in jobs {
-        let pause = crate::schema::pause_key(name).ok().map(|pause| {
-            keys.push(pause);
-            keys.len() - 1
-        });
-        let tick = key.filter(|key| lock_core::validate_key(key).is_ok()).map(|key| {
-            keys.push(lock_core::schema::tick_key(key));
-            keys.len() - 1
-        });
-        asked.push((pause, tick));
+/// The last tick claimed with each of `keys` (the lock keys of a replica's deferred slots;
+/// `None` for a job whose lock key the scheduler does not know), in one read per Redis node
+/// whatever their number ([`LockClient::get_many`]), where a claim attempt is a script call.
+/// Per key, `None`: none claimed, forgotten, or unknown. `None` for all: Redis failed.
+pub(crate) async fn claimed_ticks(client: &LockClient, keys: &[Option<&str>]) -> Option<Vec<Option<i64>>> {
+    // Where each job's tick is among the keys read (invalid keys are refused when the job is
+    // added; skipped here rather than trusted).
+    let mut read = Vec::with_capacity(keys.len());
+    let asked: Vec<Option<usize>> = keys
+        .iter()
+        .map(|key| {
+            key.filter(|key| lock_core::validate_key(key).is_ok()).map(|key| {
+                read.push(lock_core::schema::tick_key(key));
+                read.len() - 1
+            })
+        })
+        .collect();
+    if read.is_empty() {
+        return Some(vec![None; keys.len()]);
     }
-    let values =
-        crate::command::read_keys(client, "the deferred slots' pause flags and ticks", &keys).await?;
-    let value = |i: Option<usize>| i.and_then(|i| values.get(i)).and_then(Option::as_deref);
+    let values = crate::command::read_keys(client, "the deferred slots' ticks", &read).await?;
     Some(
         asked
             .into_iter()
-            .map(|(pause, tick)| SlotState {
-                paused: value(pause).is_some(),
-                // Unreadable: no tick known (the run's claim decides, and reports).
-                last_tick: value(tick).and_then(|t| t.parse().ok()),
-            })
+            // Unreadable: no tick known (the run's claim decides, and reports).
+            .map(|i| i.and_then(|i| values.get(i)).and_then(Option::as_deref).and_then(|t| t.parse().ok()))
             .collect(),
     )
 }

@@ -7,7 +7,7 @@
 //! wall clock (a suspended VM, an NTP correction) recomputes every job's next slot.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ use crate::run::{self, Running, Start};
 use crate::schedule::{Due, MAX_CATCH_UP, NextSlots};
 use crate::shared::{JobEntry, Shared};
 use crate::state::State;
-use crate::ticks::{self, SlotState};
+use crate::ticks;
 
 /// Longest sleep between readings of the wall clock: a clock step is noticed within this.
 const RECHECK: Duration = Duration::from_secs(1);
@@ -181,9 +181,9 @@ struct Scheduled {
     resyncing: bool,
 }
 
-/// Deferred slots whose claim grace ended, and their state in Redis (in the same order), if
-/// it answered.
-type Checked = (Vec<Deferred>, Option<Vec<SlotState>>);
+/// Deferred slots whose claim grace ended, and the last tick claimed with each one's lock (in
+/// the same order), if Redis answered.
+type Checked = (Vec<Deferred>, Option<Vec<Option<i64>>>);
 
 /// A slot to try once the claim grace is over (if the preferred replica has not run it).
 struct Deferred {
@@ -574,10 +574,10 @@ impl Timer {
         self.shared.report(&job.entry, slot, slot, RunOutcome::SkippedHeld, Duration::ZERO);
     }
 
-    /// Looks at the slots whose claim grace is over, all in one round trip: their pause flags
-    /// and the ticks claimed with their locks (so that the slots the preferred replica ran
-    /// cost a read each, not a claim attempt). [`start_checked`](Self::start_checked) goes
-    /// on with the answer; the slots stay deferred until then.
+    /// Looks at the slots whose claim grace is over, all in one round trip: the ticks claimed
+    /// with their locks (so that the slots the preferred replica ran cost a read each, not a
+    /// claim attempt). [`start_checked`](Self::start_checked) goes on with the answer; the
+    /// slots stay deferred until then.
     fn start_deferred(&mut self) {
         let now = Instant::now();
         if self.deferred.front().is_none_or(|d| d.at > now) {
@@ -604,10 +604,9 @@ impl Timer {
         let (client, tx) = (self.shared.client.clone(), self.checked_tx.clone());
         tokio::spawn(
             async move {
-                let jobs: Vec<(&str, Option<&str>)> =
-                    due.iter().zip(&keys).map(|(d, key)| (&*d.job, key.as_deref())).collect();
-                let states = ticks::slot_states(&client, &jobs).await;
-                let _ = tx.send((due, states));
+                let keys: Vec<Option<&str>> = keys.iter().map(Option::as_deref).collect();
+                let claimed = ticks::claimed_ticks(&client, &keys).await;
+                let _ = tx.send((due, claimed));
             }
             .in_current_span(),
         );
@@ -615,31 +614,33 @@ impl Timer {
 
     /// Deals with deferred slots as Redis described them: a slot whose tick was claimed (the
     /// preferred replica ran it) is skipped here; the others start (to claim the tick, or be
-    /// recorded as paused). Without an answer, every slot starts, and its claim decides.
-    fn start_checked(&mut self, slots: Vec<Deferred>, states: Option<Vec<SlotState>>) {
-        let known = states.as_ref().is_some_and(|s| s.len() == slots.len());
-        let states = states.filter(|_| known).unwrap_or_default();
-        let paused: HashSet<Arc<str>> =
-            slots.iter().zip(&states).filter(|(_, state)| state.paused).map(|(d, _)| d.job.clone()).collect();
-        let pause = PauseCheck::known(paused);
+    /// recorded as paused), their pause flags read together while they start. The flags of
+    /// the slots skipped are not read: the preferred replica claimed the tick, so the job was
+    /// not paused when the slot fired. Without an answer, every slot starts, and its claim
+    /// decides.
+    fn start_checked(&mut self, slots: Vec<Deferred>, claimed: Option<Vec<Option<i64>>>) {
+        let claimed = claimed.filter(|c| c.len() == slots.len()).unwrap_or_default();
+        let (tx, pause) = PauseCheck::pending();
         let mut batch = ClaimBatch::default();
-        let mut states = states.into_iter();
+        let mut started = Vec::new();
+        let mut claimed = claimed.into_iter();
         for d in slots {
-            let state = states.next();
+            let last = claimed.next().flatten();
             let Some(job) = self.jobs.get_mut(&d.job) else { continue };
             if job.deferred != Some(d.slot) {
                 continue; // removed and added again, or skipped as held meanwhile
             }
             job.deferred = None;
-            let tick = d.slot.timestamp_millis();
-            if let Some(SlotState { paused: false, last_tick: Some(last) }) = state
-                && last >= tick
-            {
+            if last.is_some_and(|last| last >= d.slot.timestamp_millis()) {
                 run::skip_done(&self.shared, &job.entry, d.slot, d.fired_at);
                 continue;
             }
             let start = start_of(&job.entry, d.slot, &pause, &mut batch);
             job.current = Some(run::spawn(&self.shared, &job.entry, d.slot, d.fired_at, start));
+            started.push(d.job);
+        }
+        if !started.is_empty() {
+            PauseCheck::answer(tx, self.shared.client.clone(), started);
         }
         batch.send(self.shared.client.clone(), pause);
     }

@@ -234,8 +234,45 @@ async fn a_history_deleted_while_its_job_runs_comes_back_with_an_expiry() {
     }
 }
 
-/// The replicas not preferred for a slot read its jobs' pause flags and claimed ticks together;
-/// one unreadable tick key (not a string) must not hide the other jobs' pause flags.
+/// A history longer than [`scheduler::HISTORY_LEN`] (a job that ran for a long time) is trimmed
+/// to about that length by the first entry a replica writes to it, the one renewing its expiry
+/// (the others do not trim: that would cost Redis on every run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_history_is_trimmed_when_a_replica_renews_it() {
+    init_tracing();
+    let server = RedisServer::start();
+    let key = scheduler::schema::history_key("trim-job-0").expect("a valid job name");
+    let extra = scheduler::HISTORY_LEN + 500;
+    server.cli(&[
+        "EVAL",
+        "for i = 1, tonumber(ARGV[1]) do redis.call('XADD', KEYS[1], '*', 'tick', i) end",
+        "1",
+        &key,
+        &extra.to_string(),
+    ]);
+    let len = || server.cli(&["XLEN", &key]).parse::<usize>().expect("XLEN");
+    assert_eq!(len(), extra);
+    let runs: Runs = Arc::default();
+    let replicas = replicas(&server, "trim", 1, 1, Duration::from_millis(300), &runs).await;
+    assert!(wait_until(Duration::from_secs(5), || len() < extra).await, "the history is trimmed");
+    for (handle, _) in replicas {
+        handle.shutdown().await;
+    }
+    // `MAXLEN ~` drops whole stream nodes (100 entries each by default); a few runs may
+    // have been added since.
+    let kept = len();
+    assert!(
+        (scheduler::HISTORY_LEN..=scheduler::HISTORY_LEN + 110).contains(&kept),
+        "{kept} entries kept, about {} expected",
+        scheduler::HISTORY_LEN
+    );
+    let ttl: i64 = server.cli(&["PTTL", &key]).parse().expect("a PTTL");
+    assert!(ttl > 0, "the trimmed history has its expiry (PTTL {ttl})");
+}
+
+/// The replicas not preferred for a slot read its jobs' claimed ticks together, then the pause
+/// flags of those not claimed; one unreadable tick key (not a string) must not hide the other
+/// jobs' pause flags.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_job_stays_paused_beside_a_job_whose_tick_key_is_unreadable() {
     init_tracing();
@@ -250,7 +287,7 @@ async fn a_paused_job_stays_paused_beside_a_job_whose_tick_key_is_unreadable() {
     let ticks = ticks_between(from, from + 4000);
     let last = *ticks.last().expect("ticks");
     // Both replicas looked at the paused job's last slot (the preferred one at once, the other
-    // after the grace, in the same read as the unreadable job's tick).
+    // after the grace, once the read of the ticks, the unreadable one among them, is answered).
     assert!(
         wait_until(Duration::from_secs(15), || every_replica_reported(&replicas, &["bad-job-0"], last)).await,
         "both replicas reported the paused job's last slot"

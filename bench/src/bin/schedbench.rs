@@ -363,6 +363,11 @@ fn measure(
     );
     println!("| script calls | {:.2} | 0 | |", per(scripts(&load.by_command)));
     println!(
+        "| keys read (keyspace hits + misses; a script's included) | {:.2} | {:.2} | |",
+        per(load.key_reads),
+        per(floor.key_reads)
+    );
+    println!(
         "| requests to Redis (round trips) per replica per slot | {requests_per_replica_slot:.1} | {:.1} | |",
         // The floor's client: one pipeline per slot.
         1.0
@@ -405,8 +410,15 @@ fn measure(
     println!("| no double run | {doubles} | {} |", met(doubles == 0));
     println!("| ≤ 0.1% missed job-ticks | {:.3}% | {} |", missed_share * 100.0, met(missed_share <= 0.001));
     println!(
-        "{{\"scenario\":\"sched\",\"replicas\":{},\"jobs\":{},\"secs\":{},\"expected\":{expected},\"doubles\":{doubles},\"missed\":{missed},\"p50_ms\":{p50:.2},\"p99_ms\":{p99:.2},\"max_ms\":{max:.2},\"worst_spread\":{worst:.3},\"redis_cpu_us\":{:.2},\"floor_cpu_us\":{:.2},\"redis_cmds\":{:.2},\"floor_cmds\":{:.2},\"reads_per_replica_slot\":{reads_per_replica_slot:.1},\"requests_per_replica_slot\":{requests_per_replica_slot:.1},\"redis_cpu_net_us\":{net_cpu:.2}}}",
-        args.replicas, args.jobs, args.secs, cpu.0, cpu.1, cmds.0, cmds.1
+        "{{\"scenario\":\"sched\",\"replicas\":{},\"jobs\":{},\"secs\":{},\"expected\":{expected},\"doubles\":{doubles},\"missed\":{missed},\"p50_ms\":{p50:.2},\"p99_ms\":{p99:.2},\"max_ms\":{max:.2},\"worst_spread\":{worst:.3},\"redis_cpu_us\":{:.2},\"floor_cpu_us\":{:.2},\"redis_cmds\":{:.2},\"floor_cmds\":{:.2},\"reads_per_replica_slot\":{reads_per_replica_slot:.1},\"requests_per_replica_slot\":{requests_per_replica_slot:.1},\"redis_cpu_net_us\":{net_cpu:.2},\"key_reads\":{:.2}}}",
+        args.replicas,
+        args.jobs,
+        args.secs,
+        cpu.0,
+        cpu.1,
+        cmds.0,
+        cmds.1,
+        per(load.key_reads)
     );
     Ok(())
 }

@@ -9,7 +9,7 @@
 //! |---|---|---|---|
 //! | [`pause_key`] `scheduler:{job:<name>}:paused` | string | who paused it and when | none while paused (deleted by resume) |
 //! | [`missed_key`] `scheduler:{job:<name>}:missed` | string | the latest missed slot recorded (so replicas record it once) | [`MISSED_TTL`] |
-//! | [`history_key`] `scheduler:{job:<name>}:history` | stream | one entry per run, fields in [`field`] | [`HISTORY_TTL`] after the last entry, give or take a minute (each replica renews it at most once a minute); capped at about [`HISTORY_LEN`] entries |
+//! | [`history_key`] `scheduler:{job:<name>}:history` | stream | one entry per run, fields in [`field`] | [`HISTORY_TTL`] after the last entry, give or take a minute (each replica renews it at most once a minute); trimmed to about [`HISTORY_LEN`] entries once a minute |
 //! | [`members_key`] `scheduler:{group:<name>}:members` | zset | instance id -> when its announcement lapses (server clock, ms) | [`MEMBER_TTL`] after the last announcement |
 //! | [`jobs_key`] `scheduler:{group:<name>}:jobs` | hash | job name -> its schedule (`<cron>\t<time zone>`), written by the replicas that have the job | as the member set |
 //! | [`runs_key`] `scheduler:{group:<name>}:runs` | hash | job name -> a pending "run now" request (`<id>\t<by>\t<ms>`), removed by the replica that takes it | [`RUN_REQUEST_TTL`] |
@@ -24,7 +24,9 @@ use lock_core::redis::Script;
 
 use crate::error::ControlError;
 
-/// Entries kept per job in the run history (approximately: `XADD MAXLEN ~`).
+/// Entries kept per job in the run history, approximately: each replica trims a job's
+/// history (`XADD MAXLEN ~`) when it renews its expiry, at most once a minute, so it holds
+/// this many plus up to a minute of entries.
 pub const HISTORY_LEN: usize = 1000;
 
 /// How long a job's run history outlives its last entry (give or take a minute: each replica
