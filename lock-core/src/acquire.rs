@@ -20,6 +20,7 @@ use crate::options::{LockOptions, millis};
 use crate::replica_ack::AckShortfall;
 use crate::reply::{self, Reply};
 use crate::telemetry::{self, Unclaimed};
+use crate::unsettled::Settles;
 
 impl Core {
     /// With replica acknowledgement on: `WAIT`s for the replicas after an acquisition, and
@@ -98,8 +99,8 @@ impl Core {
                             (target.key, target.hold, &token),
                             Instant::now(),
                             lease.lease,
+                            Settles::Once,
                             false,
-                            None,
                         );
                     }
                     return Ok(Attempt::TickDone(last));

@@ -1,6 +1,7 @@
 //! Clean-up of an acquisition whose outcome is unknown: a future dropped while its command was
 //! out, or a reply lost to a timeout or a dropped connection, may still have taken the lock, so
-//! its token is given up in the background (`Releaser::abandon`).
+//! its token is given up in the background (`Releaser::abandon`). When such a
+//! clean-up is certain: see `unsettled`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,10 +12,12 @@ use crate::conn::Sent;
 use crate::core::Target;
 use crate::error::LockError;
 use crate::release::Releaser;
+use crate::unsettled::{Settles, Unsettled};
 
 /// Cleans up an acquisition's token in the background unless disarmed once its reply is in:
 /// a future dropped while its command was out, or a reply lost to a timeout or a dropped
-/// connection, may still have taken the lock.
+/// connection, may still have taken the lock. For a single try, the one way its token can take
+/// the key ([`Settles::FoundOrAfter`]).
 pub(crate) struct CleanupOnDrop<'a> {
     releaser: &'a Arc<Releaser>,
     target: Target<'a>,
@@ -52,10 +55,12 @@ impl<'a> CleanupOnDrop<'a> {
 impl Drop for CleanupOnDrop<'_> {
     fn drop(&mut self) {
         // Never sent (no connection): nothing can have happened.
-        if self.armed && self.sent.generation().is_some() {
-            let generation = self.sent.generation();
+        if self.armed
+            && let Some(on) = self.sent.generation()
+        {
             let token = (self.target.key, self.target.hold, self.token);
-            self.releaser.abandon(token, self.sent_at, self.lease, false, generation);
+            let unsettled = Unsettled { since: self.sent_at, on: Some(on) };
+            self.releaser.abandon(token, self.sent_at, self.lease, Settles::FoundOrAfter(unsettled), false);
         }
     }
 }

@@ -122,6 +122,20 @@ impl Conn {
         cmd.query_async(&mut conn).await.map_err(|e| self.failed(generation, action(), e))
     }
 
+    /// Sends a command whose second run changes nothing the first did not (a renewal), again
+    /// at once on a new connection if the first send found its connection broken: a reset
+    /// connection is noticed only when a command fails on it, and the next pass would be late.
+    pub(crate) async fn query_idempotent<T: FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+        action: impl Fn() -> String,
+    ) -> Result<T> {
+        match self.query(cmd, &action).await {
+            Err(e) if e.connection_broken() => self.query(cmd, action).await,
+            result => result,
+        }
+    }
+
     /// Sends one command, once.
     pub(crate) async fn query<T: FromRedisValue>(
         &self,

@@ -23,6 +23,7 @@ use crate::schema;
 use crate::scope;
 use crate::state::{LockState, NewState};
 use crate::telemetry::{Acquisition, MetricsCache};
+use crate::unsettled::Unsettled;
 use crate::waiters::Waiters;
 use crate::watchdog::Watchdog;
 
@@ -69,12 +70,14 @@ pub(crate) struct Taken {
     pub(crate) fence: Option<u64>,
     pub(crate) sent_at: Instant,
     pub(crate) valid_for: Option<Duration>,
+    /// Earlier tries of the token that may still run (a waiter's, whose replies were lost).
+    pub(crate) unsettled: Option<Unsettled>,
 }
 
 impl Taken {
     /// Taken by a command whose reply said so: the key lives a lease from its send.
     pub(crate) fn by_reply(fence: Option<u64>, sent_at: Instant) -> Self {
-        Taken { fence, sent_at, valid_for: None }
+        Taken { fence, sent_at, valid_for: None, unsettled: None }
     }
 }
 
@@ -251,7 +254,7 @@ impl Core {
         options: &LockOptions,
         taken: Taken,
     ) -> LockGuard {
-        let Taken { fence, sent_at, valid_for } = taken;
+        let Taken { fence, sent_at, valid_for, unsettled } = taken;
         let LeaseOf { lease, watchdog } = self.lease_of(options);
         let key = target.key;
         let state = Arc::new(LockState::new(NewState {
@@ -264,6 +267,7 @@ impl Core {
             at_least: options.at_least,
             sent_at,
             valid_for: valid_for.unwrap_or(lease),
+            unsettled,
             identity: identity.clone(),
             metrics: self.metrics.of(key, target.hold),
         }));

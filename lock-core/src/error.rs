@@ -233,6 +233,15 @@ impl LockError {
         }
     }
 
+    /// Whether a command failed because its connection was broken (reset, closed), not
+    /// because it timed out: a new connection may well work at once.
+    pub(crate) fn connection_broken(&self) -> bool {
+        match self {
+            LockError::Redis { source, .. } => !source.is_timeout() && is_connection_error(source),
+            _ => false,
+        }
+    }
+
     /// Whether this error means "someone else holds it" (held, timed out, tick already
     /// claimed), as opposed to a
     /// failure of Redis, of the configuration or of ownership.

@@ -31,7 +31,11 @@ mod semaphore;
 mod state;
 mod sync;
 pub mod telemetry;
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub mod test_hooks;
 pub mod tick;
+mod unsettled;
 mod waiters;
 mod waiting;
 mod watchdog;

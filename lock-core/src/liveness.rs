@@ -269,11 +269,12 @@ async fn renew_once(shared: &Shared, identity: &Identity) -> bool {
     cmd.arg(&identity.key).arg(1).arg("XX").arg("PX").arg(ttl);
     let sent_at = Instant::now();
     shared.renewals.fetch_add(1, Ordering::Relaxed);
-    match shared.conn.query::<Option<String>>(&cmd, || "renewing this client's liveness key".to_owned()).await
-    {
+    let renewal = shared.conn.query_idempotent(&cmd, || "renewing this client's liveness key".to_owned());
+    match renewal.await {
         // Sent after the deadline had passed: its guards already count as lost (and may have
         // said so), so the identity is not revived.
-        Ok(Some(_)) if sent_at >= identity.deadline() => {
+        // A second send after a broken connection extends from the first: earlier, so safe.
+        Ok(Some::<String>(_)) if sent_at >= identity.deadline() => {
             identity.kill();
             true
         }

@@ -21,7 +21,11 @@ use crate::reply;
 use crate::schema::scripts::Eval;
 use crate::state::LockState;
 use crate::telemetry::{self, Unclaimed};
+use crate::unsettled::Settles;
 use crate::watchdog::Watchdog;
+
+/// The first pause of a clean-up that is not certain yet (see `Releaser::abandon`).
+const FIRST_RETRY: Duration = Duration::from_millis(50);
 
 /// Releases this client's locks; shared by its guards.
 #[derive(Debug)]
@@ -92,6 +96,19 @@ impl Releaser {
     }
 
     async fn release_in_span(self: &Arc<Self>, state: &LockState, grouped: bool) -> Result<bool> {
+        let released = self.give_back(state, grouped).await;
+        // A try of the token whose reply was lost may still land, on the key just given back,
+        // and take it for a lease with no guard to release it: its token is given up again
+        // until that try is accounted for, as a waiter that leaves without the lock does.
+        if let Some(unsettled) = state.unsettled {
+            let token = (state.key.as_str(), state.hold, state.token.as_str());
+            self.abandon(token, unsettled.since, state.lease, Settles::After(unsettled), false);
+        }
+        released
+    }
+
+    /// The release itself: see [`release`](Self::release).
+    async fn give_back(self: &Arc<Self>, state: &LockState, grouped: bool) -> Result<bool> {
         let was_held = state.mark_released();
         self.watchdog.unregister(state.id);
         let sent_at = Instant::now();
@@ -183,8 +200,9 @@ impl Releaser {
         match self.conn.invoke_once(invocation, || format!("releasing lock `{key}`"), &sent).await {
             Ok(reply) => Ok(reply),
             Err(e) => {
+                // A release only ever gives the token up: one clean-up that runs settles it.
                 if e.outcome_unknown() {
-                    self.abandon((key, hold, token), sent_at, lease, false, sent.generation());
+                    self.abandon((key, hold, token), sent_at, lease, Settles::Once, false);
                 }
                 Err(e)
             }
@@ -229,44 +247,39 @@ impl Releaser {
     }
 
     /// Cleans up a token that must not hold anything: an acquisition whose outcome is unknown
-    /// (its reply was lost, or its future dropped while the command was out) or a waiter that
-    /// gave up (`queued`). The command may still run on the server later (a stalled Redis
-    /// buffers it), so the token is given up (out of the queue, and what it holds passed on)
-    /// and that is retried until it is certain or the token's lease,
-    /// counted from `sent_at`, has passed. `generation` is the connection the uncertain command
-    /// went out on, if known: a clean-up that runs on it runs after it.
+    /// (its reply was lost, or its future dropped while the command was out), a waiter that
+    /// gave up (`queued`), or a guard's token after its release while an earlier try of it may
+    /// still run. A command of the token may still run on the server later (a stalled Redis
+    /// buffers it), so the token is given up (out of the queue, and what it holds passed on),
+    /// and that is retried until `settles` says it is certain or the lease, counted from
+    /// `last_sent` (the token's last command that may still run), has passed.
     pub(crate) fn abandon(
         self: &Arc<Self>,
         (key, hold, token): (&str, Hold, &str),
-        sent_at: Instant,
+        last_sent: Instant,
         lease: Duration,
+        settles: Settles,
         queued: bool,
-        generation: Option<u64>,
     ) {
         let (key, token) = (key.to_owned(), token.to_owned());
+        // Retries slow down to an eighth of the lease (at most a second): a late command that
+        // lands meanwhile holds the key that long at most, not for its lease.
+        let slowest = (lease / 8).clamp(FIRST_RETRY, Duration::from_secs(1));
         self.spawn(move |releaser| async move {
-            let expires = sent_at + lease;
-            let mut pause = Duration::from_millis(50);
+            let expires = last_sent + lease;
+            let mut pause = FIRST_RETRY;
             loop {
                 let (held, ran_on) = releaser.give_up(&key, hold, &token).await;
-                // Certain once it passed the key on, or once it ran on the connection the
-                // uncertain command went out on (so after it), or once the lease is over.
-                let certain = match held {
-                    Ok(true) => {
-                        if queued {
-                            // A reservation made for a waiter that had left, passed on at once.
-                            telemetry::handoffs_unclaimed(&key, hold.label(), Unclaimed::WaiterLeft, 1);
-                        }
-                        true
-                    }
-                    Ok(false) => generation.is_some() && ran_on == generation,
-                    Err(_) => false,
-                };
+                if queued && held.as_ref().is_ok_and(|held| *held) {
+                    // A reservation made for a waiter that had left, passed on at once.
+                    telemetry::handoffs_unclaimed(&key, hold.label(), Unclaimed::WaiterLeft, 1);
+                }
+                let certain = held.is_ok_and(|held| settles.settled_by(held, ran_on));
                 if certain || Instant::now() >= expires {
                     return;
                 }
                 tokio::time::sleep(pause.min(expires.saturating_duration_since(Instant::now()))).await;
-                pause = (pause * 2).min(Duration::from_secs(1));
+                pause = (pause * 2).min(slowest);
             }
         });
     }

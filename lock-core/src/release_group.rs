@@ -21,6 +21,7 @@ use crate::hold::Hold;
 use crate::release::{Pending, Releaser};
 use crate::schema::scripts::RELEASE_OWN_MANY;
 use crate::sync::lock_unpoisoned;
+use crate::unsettled::Settles;
 
 /// Least time between two groups of releases: how long a release in a burst may wait for the
 /// others (its lock stays held that much longer), and what bounds the round trips of a burst.
@@ -118,8 +119,8 @@ impl Releaser {
                             (&p.key, Hold::Lock, &p.token),
                             p.sent_at,
                             p.lease,
+                            Settles::Once,
                             false,
-                            sent.generation(),
                         );
                     }
                     let _ = p.reply.send(Err(e.clone()));

@@ -14,6 +14,7 @@ use crate::hold::Hold;
 use crate::liveness::Identity;
 use crate::options::drift;
 use crate::telemetry::KeyMetrics;
+use crate::unsettled::Unsettled;
 
 const HELD: u8 = 0;
 const RELEASED: u8 = 1;
@@ -31,6 +32,9 @@ pub(crate) struct LockState {
     pub(crate) lease: Duration,
     pub(crate) at_least: Option<Duration>,
     pub(crate) acquired_at: Instant,
+    /// Earlier tries of the token whose replies were lost and that may still run: given up
+    /// again after the release (see `Releaser::release`).
+    pub(crate) unsettled: Option<Unsettled>,
     /// The key's metrics, registered by the client.
     pub(crate) metrics: Arc<KeyMetrics>,
     /// The client identity the token belongs to: its liveness lease caps the deadline.
@@ -57,6 +61,7 @@ pub(crate) struct NewState {
     /// How long the key is known to live from `sent_at`: the lease, or less for a lock handed
     /// over by a release and not yet confirmed.
     pub(crate) valid_for: Duration,
+    pub(crate) unsettled: Option<Unsettled>,
     pub(crate) identity: Arc<Identity>,
     pub(crate) metrics: Arc<KeyMetrics>,
 }
@@ -74,6 +79,7 @@ impl LockState {
             lease: n.lease,
             at_least: n.at_least,
             acquired_at: n.sent_at,
+            unsettled: n.unsettled,
             metrics: n.metrics,
             identity: n.identity,
             deadline_nanos: AtomicU64::new(u64::try_from(until.as_nanos()).unwrap_or(u64::MAX)),
@@ -221,6 +227,7 @@ mod tests {
             at_least: None,
             sent_at: Instant::now(),
             valid_for: Duration::from_secs(60),
+            unsettled: None,
             identity: identity.clone(),
             metrics: metrics.of("k", Hold::Lock),
         }))

@@ -14,6 +14,7 @@ use crate::liveness::Identity;
 use crate::options::{LockOptions, drift, millis};
 use crate::reply::Reply;
 use crate::state::LockState;
+use crate::unsettled::{Settles, Unsettled};
 use crate::waiters::Ticket;
 
 /// Stands in for a wait bound too large to add to an `Instant`.
@@ -108,20 +109,19 @@ struct Waiting<'a> {
     remaining: Option<Duration>,
     /// The last transient failure, reported if the bound passes before Redis comes back.
     last_error: Option<LockError>,
-    /// When the last try was sent, if any, and on which connection (`None`: tries whose
-    /// outcome is unknown went out on another connection than a later one, so no single
-    /// connection orders a clean-up after all of them): the token may be in Redis from then on.
-    last_sent: Option<(Instant, Option<u64>)>,
+    /// When the token's first try was sent, if one was: every hand-off to the token follows
+    /// it, whatever that try's reply (one whose reply was lost may have queued it).
+    first_sent: Option<Instant>,
+    /// Tries of the token whose replies were lost and that may still run.
+    unsettled: Option<Unsettled>,
     /// The try in flight, if any: the connection it went out on (filled when it is sent) and
-    /// when. A wait dropped while its try is out must clean up after it too.
+    /// when (the last try's send, once it is back). A wait dropped while its try is out must
+    /// clean up after it too.
     in_flight: Sent,
     in_flight_at: Instant,
-    /// The last try's reply was lost: its outcome is unknown.
-    unknown: bool,
     done: bool,
-    /// When the try that first put this waiter in the queue was sent: a release that hands
-    /// the lock over runs after it.
-    queued_since: Option<Instant>,
+    /// A try's reply put (or kept) this waiter in the queue.
+    queued: bool,
     /// The last wake-up was a release naming this waiter.
     handed: bool,
 }
@@ -163,12 +163,12 @@ impl<'a> Waiting<'a> {
             backoff: initial,
             remaining: None,
             last_error: None,
-            last_sent: None,
+            first_sent: None,
+            unsettled: None,
             in_flight: Sent::default(),
             in_flight_at: Instant::now(),
-            unknown: false,
             done: false,
-            queued_since: None,
+            queued: false,
             handed: false,
         }
     }
@@ -195,9 +195,13 @@ impl<'a> Waiting<'a> {
     }
 
     /// The release named this waiter: the key holds its token, set by a script that ran after
-    /// the try that queued it, with the hand-off time as expiry. So the key lives at least
-    /// until that try's send + the hand-off time: the waiter goes ahead at once on that
-    /// deadline (no confirming round trip) and extends the key to its lease in the background.
+    /// the token's first try was sent (a try queued it, whether or not its reply came), with
+    /// the hand-off time as expiry. So the key lives at least until that first send + the
+    /// hand-off time, whichever hand-off the message announced (a stale one included: a
+    /// wake-up can be heard after a later try was refused): the waiter goes ahead at once on
+    /// that deadline (no confirming round trip) and extends the key to its lease in the
+    /// background. A deadline counted from a later try would outlive a reservation that
+    /// lapsed before that try, while someone else took the key.
     /// Fenced and tick-claiming waiters confirm with the script instead (it draws the fence,
     /// claims the tick), as do waiters with a minimum hold and one whose deadline would be too
     /// close to be worth it.
@@ -207,7 +211,7 @@ impl<'a> Waiting<'a> {
         if confirm_first || self.identity.is_dead() {
             return None;
         }
-        let since = self.queued_since?;
+        let since = self.first_sent?;
         let handoff = self.core.config.handoff;
         let valid_until = since + handoff.saturating_sub(drift(handoff));
         if valid_until < Instant::now() + handoff / 4 {
@@ -216,7 +220,8 @@ impl<'a> Waiting<'a> {
         // Done: the token is the guard's now (the drop clean-up needs it only when not done).
         self.done = true;
         let (target, token, options) = (self.target, std::mem::take(&mut self.token), self.options);
-        let taken = Taken { fence: None, sent_at: since, valid_for: Some(handoff) };
+        let taken =
+            Taken { fence: None, sent_at: since, valid_for: Some(handoff), unsettled: self.unsettled };
         let guard = self.core.guard(target, token, &self.identity, options, taken);
         guard.state().metrics.handoff();
         self.core.confirm_hand_off(guard.state().clone());
@@ -229,26 +234,36 @@ impl<'a> Waiting<'a> {
         if self.identity.is_dead() {
             self.start_afresh().await?;
         }
+        #[cfg(feature = "test-hooks")]
+        crate::test_hooks::pass(crate::test_hooks::Point::BeforeWaiterTry, self.target.key).await;
         self.in_flight = Sent::default();
         let try_sent_at = Instant::now();
         self.in_flight_at = try_sent_at;
+        self.first_sent.get_or_insert(try_sent_at);
         let reply = core
             .script(self.target, &self.token, self.options, self.tick, Some(self.line), &self.in_flight)
             .await;
-        self.last_sent = self.sent_so_far();
-        self.in_flight = Sent::default();
-        self.unknown = reply.as_ref().err().is_some_and(LockError::outcome_unknown);
+        let on = std::mem::take(&mut self.in_flight).generation();
+        match (&reply, on) {
+            (Err(e), Some(on)) if e.outcome_unknown() => {
+                self.unsettled = Some(Unsettled::and(self.unsettled, try_sent_at, on));
+            }
+            // Answered: what went out before it on the same connection has run.
+            (_, Some(_)) => self.unsettled = Unsettled::after_reply(self.unsettled, on),
+            (_, None) => {}
+        }
         match reply {
             Ok(Reply::Acquired { fence, sent_at }) => {
                 self.done = true;
+                let taken = Taken { unsettled: self.unsettled, ..Taken::by_reply(fence, sent_at) };
                 let guard = core.guard(
                     self.target,
                     std::mem::take(&mut self.token),
                     &self.identity,
                     self.options,
-                    Taken::by_reply(fence, sent_at),
+                    taken,
                 );
-                if self.queued_since.is_some() {
+                if self.queued {
                     guard.state().metrics.handoff();
                 }
                 Ok(Step::Done(Attempt::Acquired(guard)))
@@ -258,7 +273,7 @@ impl<'a> Waiting<'a> {
             Ok(Reply::Held { remaining, holders }) => {
                 self.remaining = remaining;
                 self.last_error = None;
-                self.queued_since.get_or_insert(try_sent_at);
+                self.queued = true;
                 if holders.is_empty() {
                     return Ok(Step::Wait);
                 }
@@ -290,34 +305,25 @@ impl<'a> Waiting<'a> {
         self.identity = self.core.identity_until(self.deadline).await?;
         self.token = self.core.new_token(&self.identity);
         self.ticket = Some(self.core.waiters.register(self.target.key, &self.token));
-        self.queued_since = None;
+        (self.first_sent, self.unsettled, self.queued) = (None, None, false);
         Ok(())
     }
 
     /// Cleans up the current token (queue entry, and the key if it was handed to it or taken
-    /// by a try whose reply was lost).
+    /// by a try whose reply was lost), once no try of it can still run.
     fn abandon(&mut self) {
-        self.last_sent = self.sent_so_far();
-        self.in_flight = Sent::default();
-        if let Some((sent_at, generation)) = self.last_sent.take() {
-            let lease = self.core.lease_of(self.options).lease;
-            let token = (self.target.key, self.target.hold, self.token.as_str());
-            self.core.releaser.abandon(token, sent_at, lease, true, generation);
+        let mut unsettled = self.unsettled.take();
+        // A try in flight (this wait dropped while it was out) may still run.
+        if let Some(on) = std::mem::take(&mut self.in_flight).generation() {
+            unsettled = Some(Unsettled::and(unsettled, self.in_flight_at, on));
         }
-    }
-
-    /// When this waiter's tries went out and on which connection, counting the one in flight:
-    /// see `last_sent`.
-    fn sent_so_far(&self) -> Option<(Instant, Option<u64>)> {
-        let Some(generation) = self.in_flight.generation() else { return self.last_sent };
-        let generation = match self.last_sent {
-            // An earlier try with an unknown outcome on another connection is not ordered
-            // before a clean-up on this one (nor, once so, on any later one).
-            Some((_, None)) => None,
-            Some((_, Some(earlier))) if self.unknown && earlier != generation => None,
-            _ => Some(generation),
-        };
-        Some((self.in_flight_at, generation))
+        if self.first_sent.is_none() {
+            return;
+        }
+        let lease = self.core.lease_of(self.options).lease;
+        let last_sent = unsettled.map_or(self.in_flight_at, |u| u.since);
+        let token = (self.target.key, self.target.hold, self.token.as_str());
+        self.core.releaser.abandon(token, last_sent, lease, Settles::unless(unsettled), true);
     }
 
     /// Registers for the hand-off message and makes sure the channel is subscribed; true if

@@ -15,7 +15,7 @@
 //! `#[tokio::test]` ones of either runtime flavour.
 
 pub use redis_fixture::{
-    AclUser, BACKEND_VAR, Backend, CLIENT_TIMEOUT, Direction, Fault, FaultProxy, IMAGE_VAR, ProxyStats,
+    AclUser, BACKEND_VAR, Backend, CLIENT_TIMEOUT, Direction, Fault, FaultProxy, Hold, IMAGE_VAR, ProxyStats,
     RedisCluster, RedisSentinelGroup, RedisServer, RedisTls, ServerConfig, URL_VAR, create_user,
     lock_user_acl_line, lock_user_rules, query, redis_url_or_start, wait_until, wait_until_blocking,
 };
@@ -40,4 +40,58 @@ pub fn client(server: &RedisServer, instance: &str) -> lock_core::LockClient {
         .command_timeout(std::time::Duration::from_millis(500))
         .build()
         .expect("valid client configuration")
+}
+
+/// Every command a server runs from now on, those run by scripts included (`MONITOR`), one
+/// text line each (e.g. `+1733400000.123456 [0 lua] "SET" "lock:x" "pod-a:..." "PX" "30000"`):
+/// proof that a command held in the network did run, and when.
+pub struct Monitor {
+    lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+    stream: std::net::TcpStream,
+}
+
+impl Monitor {
+    /// Starts monitoring `server`; returns once the server confirmed.
+    pub fn start(server: &RedisServer) -> Monitor {
+        use std::io::{BufRead, Write};
+        let mut stream =
+            std::net::TcpStream::connect(("127.0.0.1", server.port())).expect("connect to monitor");
+        stream.write_all(b"MONITOR\r\n").expect("send MONITOR");
+        let mut reader = std::io::BufReader::new(stream.try_clone().expect("clone the monitor socket"));
+        let mut ok = String::new();
+        reader.read_line(&mut ok).expect("MONITOR's reply");
+        assert_eq!(ok.trim_end(), "+OK", "MONITOR refused");
+        let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in reader.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Monitor { lines, stream }
+    }
+
+    /// The first command line from now on for which `matches` holds, if one comes within
+    /// `within`.
+    pub async fn find(
+        &mut self,
+        within: std::time::Duration,
+        matches: impl Fn(&str) -> bool,
+    ) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+                Ok(Some(line)) if matches(&line) => return Some(line),
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return None,
+            }
+        }
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
 }

@@ -2,9 +2,12 @@
 //! write to a fenced store and run a scheduled job, while a seeded schedule injects faults one
 //! at a time: partitions, late replies, lossy links and connection resets between a replica and
 //! Redis (a [`FaultProxy`] per replica), SIGSTOP/SIGCONT and kill -9 of replicas (a killed one
-//! is replaced), and Redis restarts from its append-only file. Impatient callers are built into
-//! the workers. The checker (`tests::nemesis::check`) then proves from the recorded history
-//! alone that no safety property broke.
+//! is replaced), Redis restarts from its append-only file, and the faults of one command: a
+//! reply lost (the command runs, its connection's replies are held until the client drops it)
+//! and a command held in the network past its timeout that lands late, on a connection the
+//! client dropped. Impatient callers are built into the workers. The test samples the locks'
+//! keys in Redis as it goes, and the checker (`tests::nemesis::check`) then proves from the
+//! recorded history alone that no safety property broke.
 //!
 //! `NEMESIS_SEED` replays a schedule (a failing run prints its seed); `NEMESIS_SECS` sets its
 //! length (default 20 s; the README's long run: `NEMESIS_SECS=600`).
@@ -15,8 +18,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tests::harness::{Backend, Direction, Fault, FaultProxy, RedisServer, init_tracing};
-use tests::nemesis::{self, Bounds, Event, LIVENESS_TTL, Rng, StoreWrite, What, now_us};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use deadpool_redis::redis;
+use lock_core::schema;
+use tests::harness::{Backend, Direction, Fault, FaultProxy, Hold, RedisServer, init_tracing};
+use tests::nemesis::{self, Bounds, Event, LIVENESS_TTL, LOCKS, Rng, SEMAPHORE, StoreWrite, What, now_us};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 
@@ -26,6 +33,13 @@ const WORKERS: usize = 3;
 const MAX_FAULT: Duration = Duration::from_millis(2500);
 /// Scheduling noise on a loaded 2-core machine (debug build), added to every bound.
 const SLACK: Duration = Duration::from_millis(2000);
+/// How long a lock's key may hold a token after its hold ended (a late try landing, a
+/// reservation for a waiter that left) while its process reaches Redis: the clean-up's retries
+/// (an eighth of the 2 s watchdog lease apart), a command timeout, and noise; well under the
+/// lease that an uncleaned late try would hold it for.
+const ORPHAN: Duration = Duration::from_millis(1200);
+/// How often the test samples the locks' keys.
+const SAMPLE_EVERY: Duration = Duration::from_millis(25);
 
 /// The history, shared by the readers of every worker's stdout and the schedule.
 type History = Arc<Mutex<Vec<Event>>>;
@@ -132,6 +146,47 @@ impl Drop for Worker {
     }
 }
 
+/// Samples the locks' keys every [`SAMPLE_EVERY`] until `stop`, straight from Redis (not
+/// through a worker's proxy), into the history.
+fn sample_locks(url: String, history: History, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let client = redis::Client::open(url).expect("the sampler's client");
+        let mut con = None;
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(SAMPLE_EVERY);
+            if con.is_none() {
+                con = client.get_connection_with_timeout(Duration::from_millis(200)).ok();
+                if let Some(c) = con.as_mut() {
+                    let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
+                }
+            }
+            let Some(c) = con.as_mut() else { continue };
+            let at = now_us();
+            let values: redis::RedisResult<Vec<Option<String>>> = redis::cmd("MGET").arg(&LOCKS[..]).query(c);
+            let Ok(values) = values else {
+                con = None; // a restart: reconnect
+                continue;
+            };
+            let mut history = history.lock().expect("history");
+            for (resource, value) in LOCKS.iter().zip(values) {
+                let token = value.map_or_else(|| "-".to_owned(), |v| schema::unmarked(&v).to_owned());
+                history.push(Event {
+                    at_us: at,
+                    who: "test".to_owned(),
+                    what: What::Observed { resource: (*resource).to_owned(), token },
+                });
+            }
+        }
+    })
+}
+
+/// A key the workers contend for, as a bulk string on the wire (see `FaultProxy::on_command`).
+fn contended_key(rng: &mut Rng) -> Vec<u8> {
+    let keys = [LOCKS[0], LOCKS[1], SEMAPHORE];
+    let key = keys[usize::try_from(rng.range(0, keys.len() as u64)).unwrap_or(0)];
+    format!("\r\n{key}\r\n").into_bytes()
+}
+
 fn record(history: &History, kind: &str, target: &str, ms: u64) {
     let what = What::Fault { kind: kind.to_owned(), target: target.to_owned(), ms };
     history.lock().expect("history").push(Event { at_us: now_us(), who: "test".to_owned(), what });
@@ -162,6 +217,8 @@ async fn a_seeded_fault_schedule_breaks_no_safety_property() {
     let mut workers: Vec<Worker> = (0..WORKERS)
         .map(|i| Worker::spawn(&redis, &store_addr, format!("w{i}-0"), rng.next_u64(), &history))
         .collect();
+    let sampling = Arc::new(AtomicBool::new(false));
+    let sampler = sample_locks(redis.url(), history.clone(), sampling.clone());
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     while tokio::time::Instant::now() < deadline {
@@ -170,7 +227,7 @@ async fn a_seeded_fault_schedule_breaks_no_safety_property() {
         let ms = rng.range(300, u64::try_from(MAX_FAULT.as_millis()).unwrap_or(2500));
         let lasting = Duration::from_millis(ms);
         let target = workers[w].instance.clone();
-        let cuts_holder_off = match rng.range(0, 8) {
+        let cuts_holder_off = match rng.range(0, 10) {
             0 => {
                 record(&history, "partition", &target, ms);
                 workers[w].proxy.set_for(Direction::Both, Fault::Blackhole, lasting);
@@ -226,6 +283,25 @@ async fn a_seeded_fault_schedule_breaks_no_safety_property() {
                 redis.restart();
                 false
             }
+            7 => {
+                // The next command naming a contended key runs, but its connection's replies are
+                // held: the client times out and drops the connection (a lost reply, mostly a
+                // waiter's try).
+                record(&history, "lost-reply", &target, ms);
+                workers[w].proxy.on_command(contended_key(&mut rng), Hold::Replies);
+                tokio::time::sleep(lasting).await;
+                workers[w].proxy.release_held();
+                false
+            }
+            8 => {
+                // The next command naming a contended key is held in the network past the
+                // client's timeout, and lands late on the connection it dropped.
+                record(&history, "late-command", &target, ms);
+                workers[w].proxy.on_command(contended_key(&mut rng), Hold::Command);
+                tokio::time::sleep(lasting).await;
+                workers[w].proxy.release_held();
+                false
+            }
             _ => false, // a quiet period
         };
         if cuts_holder_off {
@@ -238,6 +314,8 @@ async fn a_seeded_fault_schedule_breaks_no_safety_property() {
         w.proxy.heal();
     }
     tokio::time::sleep(LIVENESS_TTL + SLACK).await;
+    sampling.store(true, Ordering::Relaxed);
+    sampler.join().expect("the sampler");
     drop(workers);
 
     let events = history.lock().expect("history").clone();
@@ -245,6 +323,7 @@ async fn a_seeded_fault_schedule_breaks_no_safety_property() {
     let bounds = Bounds {
         take_back: LIVENESS_TTL + SLACK,
         stall: MAX_FAULT + LIVENESS_TTL + SLACK + Duration::from_millis(800),
+        orphan: ORPHAN,
     };
     let report = nemesis::check(&events, &store.accepted, bounds);
     let store_twice: Vec<_> = store.ticks.iter().filter(|(_, who)| who.len() > 1).collect();
@@ -265,4 +344,5 @@ async fn a_seeded_fault_schedule_breaks_no_safety_property() {
         assert!(report.acquisitions.get(mode).is_some_and(|&n| n > 0), "no {mode} acquired: {report}");
     }
     assert!(report.ticks > 0 && !report.faults.is_empty(), "{report}");
+    assert!(report.observations > 0, "the locks' keys were sampled: {report}");
 }

@@ -642,3 +642,62 @@ fn release_own_many_deletes_only_its_tokens_and_defers_when_callers_queue() {
     assert_eq!(r.cli(&["GET", "lock:r2"]), b, "another's: kept");
     assert_eq!(r.cli(&["GET", "lock:r3"]), format!("{a}|w"), "callers queued: left to release.lua");
 }
+
+/// The key expired with `c` queued; `a` finds it free and hands it to `c` (the oldest live
+/// waiter), then queues itself. `c`'s release must hand over to `a`: before the fix the value
+/// was left unmarked (nobody else was queued at the hand-off), so `c`'s one-key release
+/// deleted the key while `a` waited, with no message (`a` slept to its fallback retry, and a
+/// fail-fast caller could take the free key ahead of it).
+#[test]
+fn a_free_key_handed_to_an_older_waiter_is_marked_for_the_caller_queued_behind_it() {
+    let mut r = Redis::start();
+    let key = "lock:unmarked";
+    let (holder, c, a) = (token('b', 1), token('c', 1), token('a', 1));
+    r.cli(&["SET", key, &holder, "PX", "30000"]);
+    assert_eq!(ints(&r.acquire(key, &c, false, None, true))[0], 0, "c queues behind the holder");
+    r.cli(&["DEL", key]); // the holder's lease ran out (a stalled holder)
+    let reply = r.acquire(key, &a, false, None, true);
+    assert_eq!((ints(&reply)[0], text(&reply[2])), (0, c.clone()), "handed to c, a refused");
+    assert_eq!(r.queued(key), [a.as_str()]);
+    assert_eq!(r.cli(&["GET", key]), format!("{c}{QUEUED_MARK}"), "marked: a queues behind c");
+    // c confirms, then releases as lock-core does: the one-key release first.
+    assert_eq!(ints(&r.acquire(key, &c, false, None, true))[0], 1);
+    let own: Value = super::scripts::RELEASE_OWN.key(key).arg(&c).invoke(&mut r.con).expect("release_own");
+    assert_eq!(own, Value::Int(-1), "callers queue: the full release is needed");
+    assert_eq!(r.release(key, &c, 0, false), Value::Int(2), "handed over");
+    assert_eq!(r.cli(&["GET", key]), a, "never freed while a waits");
+}
+
+/// A hand-off that empties the queue deletes the list while the tickets zset survives (the
+/// waiter's client's hand-off record); the next waiter's RPUSH recreates the list. Before the
+/// fix it had no expiry (the zset's was long enough, so neither was lengthened) and outlived
+/// a dead waiter forever. Locks, semaphores and read-write locks queue the same way.
+#[test]
+fn a_queue_recreated_after_a_hand_off_expires() {
+    let mut r = Redis::start();
+    let key = "lock:ttl";
+    let (holder, w1, w2) = (token('a', 1), token('b', 1), token('c', 1));
+    r.cli(&["SET", key, &holder, "PX", "30000"]);
+    assert_eq!(ints(&r.acquire(key, &w1, false, None, true))[0], 0);
+    assert_eq!(r.release(key, &holder, 0, false), Value::Int(2), "handed to w1");
+    assert_eq!(r.cli(&["EXISTS", &queue_key(key)]), "0", "the emptied list is gone");
+    assert_eq!(r.cli(&["EXISTS", &tickets_key(key)]), "1", "the tickets survive (w1's record)");
+    assert_eq!(ints(&r.acquire(key, &w2, false, None, true))[0], 0, "w2 queues behind w1");
+    let ttl = |r: &Redis, k: &str| r.cli(&["PTTL", k]).parse::<i64>().expect("PTTL");
+    let (list, zset) = (ttl(&r, &queue_key(key)), ttl(&r, &tickets_key(key)));
+    assert!(list > 0 && list >= zset, "the queue expires, not before the tickets: {list} vs {zset} ms");
+
+    // A semaphore's and a read-write lock's queue, recreated the same way (the tickets kept
+    // alive by a record), get an expiry too.
+    let (sem, rw) = ("sem:ttl", "rw:ttl");
+    r.cli(&["ZADD", &tickets_key(sem), &(r.now_ms() + 60_000).to_string(), &handoff_record("eeeeeeeeeeee")]);
+    r.cli(&["PEXPIRE", &tickets_key(sem), "60000"]);
+    assert_eq!(ints(&r.sem_acquire(sem, &holder, 1, false))[0], 1);
+    assert_eq!(ints(&r.sem_acquire(sem, &w1, 1, true))[0], 0);
+    assert!(ttl(&r, &queue_key(sem)) > 0, "the semaphore's queue expires");
+    r.cli(&["ZADD", &tickets_key(rw), &(r.now_ms() + 60_000).to_string(), &handoff_record("eeeeeeeeeeee")]);
+    r.cli(&["PEXPIRE", &tickets_key(rw), "60000"]);
+    assert_eq!(ints(&r.rw_acquire(rw, &holder, false, false))[0], 1);
+    assert_eq!(ints(&r.rw_acquire(rw, &w1, true, true))[0], 0);
+    assert!(ttl(&r, &queue_key(rw)) > 0, "the read-write lock's queue expires");
+}

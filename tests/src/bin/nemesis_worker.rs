@@ -3,15 +3,17 @@
 //!
 //! Usage: `nemesis_worker <redis-url> <store-addr> <instance> <seed>`.
 //!
-//! One task per resource: each lock of `LOCKS` (fenced writes to the store while held), two on
-//! the semaphore, one on the read-write lock (reads, and fenced writes as a writer). A quarter
-//! of the acquisitions are impatient: a deadline shorter than their wait cancels them. The
+//! One task per resource: each lock of `LOCKS` (fenced writes to the store while held; half of
+//! the lock acquisitions unfenced, which take a hand-off without a confirming round trip), two
+//! on the semaphore, one on the read-write lock (reads, and fenced writes as a writer). A
+//! quarter of the acquisitions are impatient: a deadline shorter than their wait cancels them. The
 //! scheduler runs job `nemesis-tick` every second under `JOB_LOCK`; its body records the tick.
 //! The store (`<store-addr>`, served by the test) takes lines `w <resource> <fence> <instance>`
 //! and `t <tick> <instance>`, and answers `ok` or `stale`.
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use lock_core::{LockClient, LockOptions};
@@ -23,6 +25,9 @@ use tests::nemesis::{
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
+
+/// The id of the next hold of this worker (its tasks share it: two contend for the semaphore).
+static NEXT_HOLD: AtomicU64 = AtomicU64::new(0);
 
 /// Prints one event, stamped `at`.
 fn emit(at: u64, what: &What) {
@@ -74,6 +79,15 @@ impl Guard {
         }
     }
 
+    fn token(&self) -> &str {
+        match self {
+            Guard::Lock(g) => g.token(),
+            Guard::Permit(g) => g.token(),
+            Guard::Read(g) => g.token(),
+            Guard::Write(g) => g.token(),
+        }
+    }
+
     fn fence(&self) -> u64 {
         match self {
             Guard::Lock(g) => g.fence(),
@@ -101,14 +115,15 @@ async fn contend(client: LockClient, store: Arc<Store>, instance: String, resour
     let semaphore = client.semaphore(SEMAPHORE, PERMITS).expect("a valid semaphore");
     let rw = client.rw_lock(RW_LOCK).expect("a valid rw-lock");
     loop {
-        let options =
-            LockOptions::new().watchdog().fencing(true).wait(Duration::from_millis(rng.range(200, 1500)));
         let mode = match resource {
             SEMAPHORE => Mode::Permit,
             RW_LOCK if rng.chance(70) => Mode::Read,
             RW_LOCK => Mode::Write,
             _ => Mode::Lock,
         };
+        let fencing = mode != Mode::Lock || rng.chance(50);
+        let options =
+            LockOptions::new().watchdog().fencing(fencing).wait(Duration::from_millis(rng.range(200, 1500)));
         let acquire = async {
             match mode {
                 Mode::Lock => client.acquire(resource, options).await.map(Guard::Lock),
@@ -136,21 +151,22 @@ async fn contend(client: LockClient, store: Arc<Store>, instance: String, resour
                 continue;
             }
         };
-        let fence = guard.fence();
-        emit(now_us(), &What::Acquired { resource: resource.to_owned(), mode, fence });
+        let (fence, token) = (guard.fence(), guard.token().to_owned());
+        let id = NEXT_HOLD.fetch_add(1, Ordering::Relaxed);
+        emit(now_us(), &What::Acquired { resource: resource.to_owned(), mode, fence, id, token });
         for _ in 0..rng.range(1, 4) {
             // Stamped before asking: the instant recorded was inside the hold's validity.
             let at = now_us();
             if !guard.is_held() {
                 break;
             }
-            emit(at, &What::Valid { resource: resource.to_owned(), fence });
-            if matches!(mode, Mode::Lock | Mode::Write) {
+            emit(at, &What::Valid { resource: resource.to_owned(), id });
+            if matches!(mode, Mode::Lock | Mode::Write) && fence > 0 {
                 store.send(&format!("w {resource} {fence} {instance}")).await;
             }
             tokio::time::sleep(Duration::from_millis(rng.range(5, 40))).await;
         }
-        emit(now_us(), &What::Released { resource: resource.to_owned(), fence });
+        emit(now_us(), &What::Released { resource: resource.to_owned(), id });
         guard.release().await;
         tokio::time::sleep(Duration::from_millis(rng.range(0, 20))).await;
     }

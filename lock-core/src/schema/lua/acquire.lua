@@ -19,7 +19,8 @@
 -- taken by an earlier send of the same token whose reply was lost; its expiry is reset to the
 -- full lease. A free key goes to the oldest live waiter: a caller that is not that waiter hands
 -- it over (and announces it) instead of barging. A refused waiting caller joins the queue, or
--- refreshes its ticket, and marks the holder's value (`|w`) so that its release hands over.
+-- refreshes its ticket, and marks the holder's value (`|w`) so that its release hands over:
+-- the holder it finds, or the waiter it just handed the free key to.
 --
 -- Fences are max(counter + 1, server time in µs), so the counter may expire with the lock (no
 -- counter per key is kept forever) and still strictly increases.
@@ -42,18 +43,7 @@ if ARGV[4] ~= '' then
   end
 end
 local function wait_in_line()
-  if ticket > 0 then
-    if redis.call('ZADD', KEYS[3], clock() + ticket, token) == 1 then
-      redis.call('RPUSH', KEYS[2], entry)
-      -- A new ticket proves the client alive: its lapsed hand-off record goes.
-      if me then redis.call('ZREM', KEYS[3], '@' .. me) end
-    end
-    -- Only ever lengthened: a waiter with a shorter ticket must not expire the others'.
-    if redis.call('PTTL', KEYS[3]) < ticket then
-      redis.call('PEXPIRE', KEYS[2], ticket)
-      redis.call('PEXPIRE', KEYS[3], ticket)
-    end
-  end
+  if ticket > 0 then queue_up(KEYS[2], KEYS[3], token, entry, ticket, me) end
 end
 if holder and holder ~= token then
   wait_in_line()
@@ -75,6 +65,9 @@ else
     hand_over(KEYS[2], KEYS[3], me, ticket > 0 and entry or nil, ARGV[7], ARGV[8], set_key)
   if outcome == 'handed' then
     wait_in_line()
+    -- Handed to an older waiter while the caller was not queued yet: now it is, so the
+    -- waiter's release must hand over (and not free the key with a bare delete).
+    if ticket > 0 and not more then redis.call('SET', KEYS[1], waiter .. '|w', 'KEEPTTL') end
     return {0, ms, waiter, lapsed}
   end
   if not outcome and more and ticket > 0 then

@@ -4,6 +4,8 @@
 -- client_of(token): the client id in an owner token `<instance>:<client id>:<uuid>` (the
 --   second field from the end), or nil.
 -- clock(): the server time in epoch ms, read once per script run.
+-- queue_up(queue, tickets, token, entry, ticket, me): the caller joins the queue of waiters
+--   with a ticket of `ticket` ms (a new entry at the back), or refreshes the ticket it has.
 -- hand_over(queue, tickets, me, own, publish, channel_prefix, grant, can_enter): passes what a
 --   release or a free key makes available to the oldest waiter that can take it.
 --
@@ -44,6 +46,24 @@ local function clock()
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   return now
+end
+
+local function queue_up(queue, tickets, token, entry, ticket, me)
+  if redis.call('ZADD', tickets, clock() + ticket, token) == 1 then
+    -- A list emptied by a hand-off is deleted while the tickets survive (a client's lapse
+    -- record): recreated here, it needs an expiry of its own, at least the tickets'.
+    if redis.call('RPUSH', queue, entry) == 1 then
+      redis.call('PEXPIRE', queue, math.max(ticket, redis.call('PTTL', tickets)))
+    end
+    -- A new ticket proves the client alive: its lapsed hand-off record goes.
+    if me then redis.call('ZREM', tickets, '@' .. me) end
+  end
+  -- Only ever lengthened: a waiter with a shorter ticket must not expire the others'. The list
+  -- never outlives the tickets by less than this: both are set together, or the list longer.
+  if redis.call('PTTL', tickets) < ticket then
+    redis.call('PEXPIRE', queue, ticket)
+    redis.call('PEXPIRE', tickets, ticket)
+  end
 end
 
 local function hand_over(queue, tickets, me, own, publish, channel_prefix, grant, can_enter)

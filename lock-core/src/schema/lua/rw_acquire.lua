@@ -51,16 +51,7 @@ local outcome, lapsed = grant_all(me, ticket > 0 and entry or nil, ARGV[7], ARGV
 if outcome == 'own' or (outcome == nil and can_enter(mode)) then
   return {1, take(), lapsed}
 end
-if ticket > 0 then
-  if redis.call('ZADD', KEYS[4], clock() + ticket, token) == 1 then
-    redis.call('RPUSH', KEYS[3], entry)
-    if me then redis.call('ZREM', KEYS[4], '@' .. me) end
-  end
-  if redis.call('PTTL', KEYS[4]) < ticket then
-    redis.call('PEXPIRE', KEYS[3], ticket)
-    redis.call('PEXPIRE', KEYS[4], ticket)
-  end
-end
+if ticket > 0 then queue_up(KEYS[3], KEYS[4], token, entry, ticket, me) end
 local reply = {0, 0, lapsed}
 local writer = redis.call('GET', KEYS[1])
 if writer then

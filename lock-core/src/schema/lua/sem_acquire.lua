@@ -62,14 +62,7 @@ if outcome == 'own' or (outcome == nil and taken < n) then
   return {1, take(clock()), lapsed}
 end
 if ticket > 0 then
-  if redis.call('ZADD', KEYS[3], clock() + ticket, token) == 1 then
-    redis.call('RPUSH', KEYS[2], entry)
-    if me then redis.call('ZREM', KEYS[3], '@' .. me) end
-  end
-  if redis.call('PTTL', KEYS[3]) < ticket then
-    redis.call('PEXPIRE', KEYS[2], ticket)
-    redis.call('PEXPIRE', KEYS[3], ticket)
-  end
+  queue_up(KEYS[2], KEYS[3], token, entry, ticket, me)
   keep_for(ticket)
 end
 local reply = {0, 0, lapsed}

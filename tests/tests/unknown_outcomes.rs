@@ -1,0 +1,210 @@
+//! Commands whose outcome a client cannot know (a reply lost, a command that lands late on a
+//! connection the client dropped) and the stale beliefs they can leave: each test replays one
+//! interleaving, found by the protocol's model (`lock-core/model/`), exactly, with the fault
+//! proxy holding one connection's command or replies and a pause point stalling one task.
+//! Each one failed before its fix.
+
+use std::time::Duration;
+
+use lock_core::test_hooks::{self, Point};
+use lock_core::{LockClient, LockOptions, schema};
+use tests::harness::{FaultProxy, Hold, Monitor, RedisServer, init_tracing, wait_until};
+
+/// The command timeout of the client behind the proxy, which is also its hand-off time (the
+/// reservation of a lock handed to its waiter).
+const COMMAND_TIMEOUT: Duration = Duration::from_millis(300);
+/// Bound on any step of these tests that involves no timeout of the protocol's.
+const WITHIN: Duration = Duration::from_secs(10);
+
+fn client(url: &str, instance: &str) -> LockClient {
+    LockClient::builder()
+        .url(url)
+        .instance_id(instance)
+        .command_timeout(COMMAND_TIMEOUT)
+        .build()
+        .expect("client")
+}
+
+/// Loads the scripts and creates the client's liveness key, so that what follows goes to the
+/// key under test only.
+async fn warm_up(client: &LockClient) {
+    let guard = client.acquire("warm-up", LockOptions::new().wait(WITHIN)).await.expect("warm-up lock");
+    assert!(guard.release().await.expect("warm-up release"));
+}
+
+/// `key` as a bulk string on the wire: matches a command naming exactly that key, not the
+/// `{key}:...` keys and channels around it.
+fn bulk(key: &str) -> Vec<u8> {
+    format!("\r\n{key}\r\n").into_bytes()
+}
+
+/// The key's value, empty when there is none.
+fn get(server: &RedisServer, key: &str) -> String {
+    let value = server.cli(&["GET", key]);
+    if value == "(nil)" { String::new() } else { value }
+}
+
+/// Bug 1 of the model (two holders at once, unfenced). A waiter's first try queues it but its
+/// reply is lost; it subscribes and, before its retry reads the clock, stalls. Meanwhile the
+/// holder hands the lock to it (the message is heard), the reservation lapses untaken, and the
+/// old holder takes the free key again. The retry is refused, and the wake-up heard earlier
+/// must not count as a hand-off: its deadline would be counted from the refused retry, long
+/// after the reservation it announced had lapsed. The waiter gets the lock once the holder
+/// releases it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_hand_off_heard_before_a_refused_retry_is_not_taken_as_the_lock() {
+    init_tracing();
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).expect("proxy");
+    let key = "lock:stale-hand-off";
+    let holder = client(&server.url(), "pod-b");
+    let waiter = client(&proxy.url(), "pod-a");
+    warm_up(&waiter).await;
+    let held = holder.acquire(key, LockOptions::new()).await.expect("the holder takes the lock");
+
+    // The waiter's first try runs (it queues) but its reply never comes; its second try (the
+    // retry right after subscribing) stalls before reading the clock.
+    proxy.on_command(bulk(key), Hold::Replies);
+    let mut stall = test_hooks::arm(Point::BeforeWaiterTry, key, 2);
+    let wait = tokio::spawn(async move { waiter.acquire(key, LockOptions::new().wait(WITHIN * 3)).await });
+    tokio::time::timeout(WITHIN, stall.reached()).await.expect("the waiter retries after subscribing");
+    assert_eq!(proxy.stats().fired, 1, "the first try's reply was held");
+
+    // The holder hands the lock over; the waiter hears it, but takes no step.
+    let heard = proxy.stats().to_client;
+    assert!(held.release().await.expect("release"));
+    assert!(
+        wait_until(WITHIN, || proxy.stats().to_client > heard).await,
+        "the hand-off message reaches the waiter's client"
+    );
+    assert!(
+        wait_until(WITHIN, || get(&server, key).is_empty()).await,
+        "the reservation lapses untaken: {} (PTTL {} ms)",
+        get(&server, key),
+        server.cli(&["PTTL", key])
+    );
+    let held =
+        holder.acquire(key, LockOptions::new()).await.expect("the old holder takes the free key again");
+    stall.resume();
+
+    // The waiter's retry is refused; the holder keeps the lock for a second.
+    let mut wait = wait;
+    tokio::select! {
+        taken = &mut wait => {
+            let taken = taken.expect("waiter task").expect("waiter");
+            panic!(
+                "two holders at once: the waiter took {:?} (is_held {}) while the holder's guard is held ({}), Redis says {}",
+                taken.token(),
+                taken.is_held(),
+                held.is_held(),
+                get(&server, key)
+            );
+        }
+        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+    }
+    assert!(held.is_held());
+    assert_eq!(get(&server, key).trim_end_matches(schema::QUEUED_MARK), held.token());
+    assert!(held.release().await.expect("release"));
+    let taken = tokio::time::timeout(WITHIN, wait).await.expect("the waiter gets the lock").expect("task");
+    let taken = taken.expect("the waiter gets the lock after the holder's release");
+    assert!(taken.is_held());
+    assert_eq!(get(&server, key), taken.token());
+}
+
+/// Bug 2 of the model (orphan for a full lease). A waiter's first try is held in the network
+/// past its timeout, and the connection dropped; a later try gets the lock, and its guard is
+/// released. Then the first try lands, on the free key, and takes it for a whole lease with no
+/// guard: the token is given up again after the release until that try is accounted for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_that_lands_after_the_waiters_release_does_not_keep_the_lock() {
+    init_tracing();
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).expect("proxy");
+    let key = "lock:late-try-after-release";
+    let holder = client(&server.url(), "pod-b");
+    let waiter = client(&proxy.url(), "pod-a");
+    warm_up(&waiter).await;
+    let held = holder.acquire(key, LockOptions::new()).await.expect("the holder takes the lock");
+
+    proxy.on_command(bulk(key), Hold::Command);
+    let wait = tokio::spawn(async move {
+        let guard = waiter.acquire(key, LockOptions::new().wait(WITHIN * 3)).await;
+        (guard, waiter)
+    });
+    // The first try is held; the retry after its timeout queues the waiter.
+    assert!(
+        wait_until(WITHIN, || server.cli(&["LLEN", &schema::queue_key(key)]) == "1").await,
+        "the waiter queues with a later try"
+    );
+    assert_eq!(proxy.stats().fired, 1);
+    assert!(held.release().await.expect("release"));
+    let (taken, _waiter) =
+        tokio::time::timeout(WITHIN, wait).await.expect("the waiter gets the lock").expect("task");
+    let taken = taken.expect("the waiter gets the lock");
+    let token = taken.token().to_owned();
+    assert!(taken.release().await.expect("release"), "the caller is done with the lock");
+    assert_eq!(server.cli(&["EXISTS", key]), "0");
+
+    // The first try lands now, on the free key.
+    let mut monitor = Monitor::start(&server);
+    proxy.release_held();
+    let landed = monitor
+        .find(WITHIN, |line| line.contains(&format!("\"SET\" \"{key}\" \"{token}\"")))
+        .await
+        .expect("the late try runs and takes the free key");
+    eprintln!("late try: {landed}");
+    assert!(
+        wait_until(Duration::from_secs(3), || get(&server, key) != token).await,
+        "the key is held by a token nobody guards: {} (PTTL {} ms)",
+        get(&server, key),
+        server.cli(&["PTTL", key])
+    );
+}
+
+/// Bug 3 of the model (a clean-up that stops too early). A waiter's first try takes the free
+/// key but its reply is lost; its second try is held in the network past its timeout; the wait
+/// is cancelled.
+/// The clean-up frees what the first try took, which must not count as certain while the
+/// second try can still land: when it does, on the free key, its token is given up again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_waits_clean_up_outlasts_a_try_still_in_the_network() {
+    init_tracing();
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).expect("proxy");
+    let key = "lock:clean-up-too-early";
+    let waiter = client(&proxy.url(), "pod-a");
+    warm_up(&waiter).await;
+
+    proxy.on_command(bulk(key), Hold::Replies);
+    proxy.on_command(bulk(key), Hold::Command);
+    // Cancelled as it is about to send a third try: the second has timed out (its connection
+    // dropped), so the clean-up goes out on another connection than either try.
+    let mut third = test_hooks::arm(Point::BeforeWaiterTry, key, 3);
+    let wait = tokio::spawn(async move { waiter.acquire(key, LockOptions::new().wait(WITHIN * 3)).await });
+    tokio::time::timeout(WITHIN, third.reached()).await.expect("a first try, a second, then a third");
+    assert_eq!(proxy.stats().fired, 2);
+    let token = get(&server, key);
+    assert!(!token.is_empty(), "the first try took the free key");
+    wait.abort();
+    assert!(wait.await.expect_err("cancelled").is_cancelled());
+    assert!(
+        wait_until(WITHIN, || get(&server, key).is_empty()).await,
+        "the cancelled wait gives up what its first try took: {} (PTTL {} ms)",
+        get(&server, key),
+        server.cli(&["PTTL", key])
+    );
+
+    let mut monitor = Monitor::start(&server);
+    proxy.release_held();
+    let landed = monitor
+        .find(WITHIN, |line| line.contains(&format!("\"SET\" \"{key}\" \"{token}\"")))
+        .await
+        .expect("the second try runs and takes the free key");
+    eprintln!("late try: {landed}");
+    assert!(
+        wait_until(Duration::from_secs(3), || get(&server, key) != token).await,
+        "the key is held by a token nobody guards: {} (PTTL {} ms)",
+        get(&server, key),
+        server.cli(&["PTTL", key])
+    );
+}
