@@ -25,7 +25,7 @@
 //! Every ratio compares rounds run back to back in the same run (median over rounds), since
 //! wall time on a small shared machine drifts by more than the differences measured.
 //!
-//! Results are printed as Markdown tables, a targets table (DESIGN §8), and JSON lines (one
+//! Results are printed as Markdown tables, a targets table, and JSON lines (one
 //! object per row, each starting with `{"scenario":`); `--json FILE` also writes the JSON
 //! lines to FILE. `--quick` shortens S1, S2 and S4 (S3 always holds for 3 lease periods).
 //! `--explain` adds S1 rows in which the raw client sends lock-core's own scripts, splitting

@@ -231,7 +231,7 @@ impl Table {
     }
 }
 
-/// A target from DESIGN §8 and whether this run met it.
+/// A benchmark target and whether this run met it.
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
     pub(crate) name: String,
@@ -285,7 +285,7 @@ impl Report {
     }
 
     pub(crate) fn targets_table(&self) -> Table {
-        let mut t = Table::new("Targets (DESIGN §8)", &["target", "measured", "limit", "status"]);
+        let mut t = Table::new("Targets", &["target", "measured", "limit", "status"]);
         for target in &self.targets {
             let digits = if target.unit == "%" || target.unit == "µs" { 1 } else { 2 };
             let op = if target.at_least { ">=" } else { "<=" };

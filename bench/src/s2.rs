@@ -304,7 +304,7 @@ pub(crate) async fn run(b: &Bench, report: &mut Report) -> Result<()> {
                 .str("redis_cmds", &o.cmds.breakdown(o.acquisitions))
                 .int("violations", o.violations),
         );
-        // DESIGN §8: the same targets for one shared client and for one client per task.
+        // The same targets for one shared client and for one client per task.
         let clients = match mode {
             Mode::OneClient => "1 client",
             Mode::ClientPerTask => "8 clients",

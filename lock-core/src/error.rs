@@ -353,6 +353,11 @@ pub(crate) fn is_connection_error(e: &RedisError) -> bool {
         || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
 }
 
+/// Whether a command's error means it did not run here: a cluster redirection (MOVED, ASK).
+pub(crate) fn is_redirect(e: &RedisError) -> bool {
+    matches!(e.kind(), ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask))
+}
+
 /// Errors that may go away by themselves: connection trouble, or a server that is loading its
 /// data or failing over (a cluster that is down, Sentinel naming no healthy master). An authentication failure is not one of them: retrying a wrong
 /// password until a deadline only hides the real problem.

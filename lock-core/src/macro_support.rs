@@ -3,14 +3,14 @@
 
 use std::future::Future;
 
+use crate::acquire::Target;
+use crate::acquire::section;
 use crate::client::LockClient;
-use crate::core::Target;
 use crate::error::{LockError, Result};
-use crate::hold::Hold;
+use crate::held::scope;
 use crate::options::MIN_LEASE;
 use crate::outcome::{LockResult, Skippable};
-use crate::scope;
-use crate::section;
+use crate::schema::hold::Hold;
 
 // The expansion reaches everything through this module (`use <crate>::__private as ..;`), so
 // that a wrong `crate = "..."` path is one unresolved import.

@@ -41,7 +41,7 @@ pub trait LockResult: Sized {
 impl Skippable for () {
     fn skipped() -> Self {}
     fn lock_failed(error: LockError) -> Self {
-        tracing::error!(error = %crate::ErrorChain(&error), "distributed lock failed; the call was skipped");
+        tracing::error!(error = %crate::error::ErrorChain(&error), "distributed lock failed; the call was skipped");
     }
 }
 
@@ -50,7 +50,7 @@ impl<T> Skippable for Option<T> {
         None
     }
     fn lock_failed(error: LockError) -> Self {
-        tracing::error!(error = %crate::ErrorChain(&error), "distributed lock failed; the call was skipped");
+        tracing::error!(error = %crate::error::ErrorChain(&error), "distributed lock failed; the call was skipped");
         None
     }
 }

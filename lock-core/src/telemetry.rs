@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use metrics::{Counter, Histogram, SharedString};
 
-use crate::hold::Hold;
+use crate::schema::hold::Hold;
 use crate::sync::{read_unpoisoned, write_unpoisoned};
 
 /// How lock keys become the `key` label of lock-core's metrics.
@@ -169,10 +169,10 @@ impl KeyMetrics {
     }
 
     /// A held lock lost.
-    pub(crate) fn lost(&self, reason: crate::LossReason) {
+    pub(crate) fn lost(&self, reason: crate::error::LossReason) {
         let reason = match reason {
-            crate::LossReason::Expired => "expired",
-            crate::LossReason::NotOwner => "not_owner",
+            crate::error::LossReason::Expired => "expired",
+            crate::error::LossReason::NotOwner => "not_owner",
         };
         metrics::counter!("lock_losses_total", "key" => self.label.clone(), "kind" => self.kind, "reason" => reason)
             .increment(1);

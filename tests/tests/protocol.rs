@@ -102,7 +102,7 @@ async fn a_release_wakes_only_the_named_waiter_of_another_client() {
         tokio::time::timeout(Duration::from_secs(30), task).await.expect("all rounds finish").unwrap();
     }
     let acquisitions = (CLIENTS * ROUNDS) as u64;
-    // lockbench measures about 21 per acquisition on an idle machine (DESIGN §8: <= 25); waking
+    // lockbench measures about 21 per acquisition on an idle machine (the benchmark target: <= 25); waking
     // every client's waiter at each release cost about 10 per waiting client (~60 here). The
     // bound leaves room for fallback retries and liveness renewals on a loaded machine.
     let commands = all_calls(&server);

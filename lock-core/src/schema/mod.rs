@@ -1,7 +1,10 @@
 //! The Redis schema of the lock protocol, in one place: every key name, marker, token format
-//! and expiry that lock-core writes, and the Lua scripts that write them (`schema/lua/*.lua`,
-//! loaded by [`scripts`](self)). Nothing else in the workspace spells a suffix or a marker:
-//! the bench, `lockctl` and the tests use these functions.
+//! and expiry that lock-core writes, and the Lua scripts that write them. Each operation's
+//! module holds its `.lua` files and the one type that encodes its KEYS and ARGV and decodes
+//! its reply (`acquire`, `release`, `renewal`, `claim_ticks`, `release_own_many`,
+//! `permit_count`); `scripts` puts each script together with the fragments it calls. Nothing
+//! else in the workspace spells a suffix or a marker: the bench, `lockctl` and the tests use
+//! these functions.
 //!
 //! | name | what |
 //! |---|---|
@@ -17,6 +20,14 @@
 //! tag (`{lock:a}:fence`), or, when the key already has a tag, the key itself plus the suffix
 //! (`lock:{order}:1:fence`).
 
+pub(crate) mod acquire;
+pub(crate) mod claim_ticks;
+pub(crate) mod eval;
+pub(crate) mod hold;
+pub(crate) mod permit_count;
+pub(crate) mod release;
+pub(crate) mod release_own_many;
+pub(crate) mod renewal;
 #[cfg(test)]
 mod script_tests;
 pub(crate) mod scripts;

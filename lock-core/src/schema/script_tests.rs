@@ -520,7 +520,7 @@ fn an_idle_semaphore_is_taken_and_given_back_on_the_short_path_without_skipping_
     // The last holder out with nobody queued: idle again.
     assert_eq!(r.sem_release(name, &a, false), [1, 0]);
     assert_eq!(r.cli(&["EXISTS", name]), "0");
-    // Waiters queued while the holders zset expired (it outlives tickets, but a test can
+    // WakeUps queued while the holders zset expired (it outlives tickets, but a test can
     // delete it): the next caller is not the head, so it hands the permit to the waiter instead
     // of barging, and the zset is declared again.
     r.sem_acquire(name, &b, 1, false);

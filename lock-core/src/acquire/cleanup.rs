@@ -1,0 +1,66 @@
+//! Clean-up of an acquisition whose outcome is unknown: a future dropped while its command was
+//! out, or a reply lost to a timeout or a dropped connection, may still have taken the lock, so
+//! its token is given up in the background (`Releaser::abandon`). When such a
+//! clean-up is certain: see `unsettled`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::acquire::Target;
+use crate::conn::Sent;
+use crate::error::LockError;
+use crate::held::release::Releaser;
+use crate::held::unsettled::{Settles, Unsettled};
+
+/// Cleans up an acquisition's token in the background unless disarmed once its reply is in:
+/// a future dropped while its command was out, or a reply lost to a timeout or a dropped
+/// connection, may still have taken the lock. For a single try, the one way its token can take
+/// the key ([`Settles::FoundOrAfter`]).
+pub(crate) struct CleanupOnDrop<'a> {
+    releaser: &'a Arc<Releaser>,
+    target: Target<'a>,
+    token: &'a str,
+    sent_at: Instant,
+    lease: Duration,
+    sent: &'a Sent,
+    armed: bool,
+}
+
+impl<'a> CleanupOnDrop<'a> {
+    pub(crate) fn new(
+        releaser: &'a Arc<Releaser>,
+        target: Target<'a>,
+        token: &'a str,
+        sent_at: Instant,
+        lease: Duration,
+        sent: &'a Sent,
+    ) -> Self {
+        CleanupOnDrop { releaser, target, token, sent_at, lease, sent, armed: true }
+    }
+
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
+    }
+
+    /// The command failed with `e`: clean up only if the outcome is unknown (a server's
+    /// error reply means the command did nothing).
+    pub(crate) fn failed(mut self, e: LockError) -> LockError {
+        self.armed = e.outcome_unknown();
+        e
+    }
+}
+
+impl Drop for CleanupOnDrop<'_> {
+    fn drop(&mut self) {
+        // Never sent (no connection): nothing can have happened.
+        if self.armed
+            && let Some(on) = self.sent.generation()
+        {
+            let token = (self.target.key, self.target.hold, self.token);
+            let unsettled = Unsettled { since: self.sent_at, on: Some(on) };
+            self.releaser.abandon(token, self.sent_at, self.lease, Settles::FoundOrAfter(unsettled), false);
+        }
+    }
+}

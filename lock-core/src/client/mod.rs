@@ -1,0 +1,312 @@
+//! [`LockClient`]: the facade applications use. The work happens below it (`acquire`, `held`,
+//! `conn`, `primitives`, `tick`); this module and its children (`builder`, `inspect`,
+//! `scheduling`) only build, forward and report.
+
+pub(crate) mod builder;
+pub mod inspect;
+mod scheduling;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_redis::Pool;
+use deadpool_redis::redis;
+
+use crate::acquire::section;
+use crate::acquire::{Core, Target};
+use crate::client::builder::LockClientBuilder;
+use crate::error::{LockError, Result};
+use crate::held::guard::LockGuard;
+use crate::held::scope;
+use crate::options::LockOptions;
+use crate::primitives::rw_lock::RwLock;
+use crate::primitives::semaphore::Semaphore;
+use crate::sync::{read_unpoisoned, write_unpoisoned};
+
+static DEFAULT_CLIENT: std::sync::RwLock<Option<LockClient>> = std::sync::RwLock::new(None);
+
+/// A Redis lock client. Cheap to clone (an `Arc` inside); clones share connections, the
+/// watchdog and the waiting machinery.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lock_core::{LockClient, LockOptions};
+///
+/// # async fn demo() -> Result<(), lock_core::LockError> {
+/// let client = LockClient::from_url("redis://127.0.0.1:6379/")?;
+/// let guard = client.acquire("lock:report", LockOptions::new().wait(Duration::from_secs(5))).await?;
+/// // ... work only one replica may do at a time ...
+/// let still_ours = guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LockClient {
+    core: Arc<Core>,
+}
+
+/// A snapshot of what a client is doing, from [`LockClient::stats`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Locks held through this client: guards alive and not released (nested guards of a
+    /// re-entrant hold not counted).
+    pub held: usize,
+    /// Held locks the watchdog renews.
+    pub renewing: usize,
+    /// Keys this client waits on or is still subscribed to.
+    pub waiting_keys: usize,
+    /// This client's tasks waiting for a lock, per key.
+    pub waiters: BTreeMap<String, usize>,
+    /// Lock-key renewal commands sent since the client was created.
+    pub renewals_sent: u64,
+    /// Liveness-key renewals sent since the client was created (about three per liveness
+    /// TTL, however many locks are held).
+    pub liveness_renewals: u64,
+    /// Releases and clean-ups running in the background (dropped guards, cancelled
+    /// releases, acquisitions whose reply was lost); see [`LockClient::flush_releases`].
+    pub background_releases: usize,
+}
+
+impl ClientStats {
+    /// This client's tasks waiting for `key`.
+    pub fn waiters_on(&self, key: &str) -> usize {
+        self.waiters.get(key).copied().unwrap_or(0)
+    }
+}
+
+impl LockClient {
+    /// A builder with the defaults: watchdog lease 30 s, command timeout 2 s, instance id from
+    /// the environment.
+    pub fn builder() -> LockClientBuilder {
+        LockClientBuilder::default()
+    }
+
+    /// A client for the Redis at `url`, with the defaults.
+    pub fn from_url(url: &str) -> Result<Self> {
+        Self::builder().url(url).build()
+    }
+
+    /// A client for the Redis named by the `REDIS_URL` environment variable, in any of the forms
+    /// of [`LockClientBuilder::url`]: `redis://`/`rediss://` (one node), `redis+sentinel://`
+    /// (Sentinel) or `redis+cluster://` (Cluster).
+    pub fn from_env() -> Result<Self> {
+        let url = std::env::var("REDIS_URL").map_err(|_| {
+            LockError::Config("REDIS_URL is not set (e.g. REDIS_URL=redis://127.0.0.1:6379/)".into())
+        })?;
+        Self::from_url(&url)
+    }
+
+    /// A client whose commands go through an existing deadpool-redis pool; `url` must name the
+    /// same server (it opens the pub/sub connection used for waiting).
+    pub fn from_pool(pool: Pool, url: &str) -> Result<Self> {
+        Self::builder().pool(pool).url(url).build()
+    }
+
+    /// Installs this client as the process-wide default, used by `#[distributed_lock]` when
+    /// no `client = ...` is given. Replaces any earlier default; locks taken through the
+    /// earlier one stay valid.
+    pub fn install_default(&self) {
+        *write_unpoisoned(&DEFAULT_CLIENT) = Some(self.clone());
+    }
+
+    /// The installed default client, or [`LockError::NotConfigured`].
+    pub fn default_client() -> Result<LockClient> {
+        read_unpoisoned(&DEFAULT_CLIENT).clone().ok_or(LockError::NotConfigured)
+    }
+
+    /// This client's instance id, as written into owner tokens.
+    pub fn instance_id(&self) -> &str {
+        &self.core.config.instance_id
+    }
+
+    /// The connection pool of a single-node client, for the application's own Redis commands;
+    /// `None` for a Sentinel or cluster client, which has no pool (open your own
+    /// `redis::Client`, `redis::sentinel::SentinelClient` or `redis::cluster::ClusterClient`
+    /// from the same addresses).
+    pub fn pool(&self) -> Option<&Pool> {
+        self.core.conn.pool()
+    }
+
+    /// Runs `pipe` (or a single command in a pipeline) on the lock commands' connection, on any
+    /// deployment: the way for an application or tool to reach the same Redis without its own
+    /// client. In a cluster every command's keys must be in one slot (use a hash tag).
+    ///
+    /// Only short commands: the connection is shared with every lock of this client, so a
+    /// blocking command (`BLPOP`, `WAIT` with a long timeout), `SELECT`, `SUBSCRIBE` or `MULTI`
+    /// here would stall or break them.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
+    /// let mut pipe = lock_core::redis::pipe();
+    /// pipe.cmd("SET").arg("{report}:last").arg(42).ignore().cmd("GET").arg("{report}:last");
+    /// let (last,): (i64,) = client.query_pipeline(&pipe).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn query_pipeline<T: redis::FromRedisValue>(&self, pipe: &redis::Pipeline) -> Result<T> {
+        self.core
+            .conn
+            .query_pipeline(pipe)
+            .await
+            .map_err(|e| LockError::redis("running an application command", e))
+    }
+
+    /// The string values of `keys` (`None`: missing, or not a string), in one round trip per
+    /// Redis node whatever their number: `MGET` (in chunks of 1,000 keys) on a single node or
+    /// a Sentinel master, a pipeline of `GET`s per node in a cluster (where one `MGET` may not
+    /// span slots). For reading many small flags at once, such as a scheduler's pause flags.
+    pub async fn get_many(&self, keys: &[String]) -> Result<Vec<Option<String>>> {
+        self.core.conn.get_many(keys).await.map_err(|e| LockError::redis("reading keys", e))
+    }
+
+    /// The keys matching the glob `pattern` (`SCAN MATCH`, never `KEYS`; every master of a
+    /// cluster is scanned), at least `limit` of them if there are that many (a few more may
+    /// come back; none twice unless the keyspace changes meanwhile).
+    pub async fn scan_keys(&self, pattern: &str, limit: usize) -> Result<Vec<String>> {
+        let mut keys = self.core.conn.scan(pattern, None, limit).await?;
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
+    }
+
+    /// What this client is doing right now: held locks, renewals, waiters, background
+    /// releases.
+    pub fn stats(&self) -> ClientStats {
+        let (waiting_keys, waiters) = self.core.waiters.snapshot();
+        ClientStats {
+            held: self.core.releaser.held(),
+            renewing: self.core.watchdog.len(),
+            waiting_keys,
+            waiters,
+            renewals_sent: self.core.watchdog.renewals(),
+            liveness_renewals: self.core.liveness.renewals(),
+            background_releases: self.core.releaser.in_flight(),
+        }
+    }
+
+    /// Waits, at most `timeout`, for the releases this client runs in the background (guards
+    /// dropped without `release()`, cancelled releases) to finish. Call it before the runtime
+    /// shuts down, e.g. at the end of a graceful shutdown, so those locks are freed now rather
+    /// than at the end of their leases. Returns whether none is left.
+    pub async fn flush_releases(&self, timeout: Duration) -> bool {
+        tokio::time::timeout(timeout, self.core.releaser.flush()).await.is_ok()
+    }
+
+    /// Tries once to take `key`, failing fast with [`LockError::Held`] if another owner holds
+    /// it, or if waiters are queued for it (they are served first). `options.wait` is ignored.
+    pub async fn try_lock(&self, key: &str, options: LockOptions) -> Result<LockGuard> {
+        let options = LockOptions { wait: None, ..options };
+        self.acquire(key, options).await
+    }
+
+    /// The old name of [`acquire`](Self::acquire), which says better what it does: unlike
+    /// `tokio::sync::Mutex::lock` or Redisson's `lock()`, it does not wait unless
+    /// `options.wait` is set.
+    #[deprecated(since = "0.1.0", note = "renamed `acquire`: it fails fast unless `options.wait` is set")]
+    pub async fn lock(&self, key: &str, options: LockOptions) -> Result<LockGuard> {
+        self.acquire(key, options).await
+    }
+
+    /// Takes `key` as `options` say: fail fast by default ([`LockError::Held`]), or wait up to
+    /// `options.wait` if it is held (`LockOptions::new().wait(Duration::from_secs(5))`).
+    ///
+    /// Waiting does not poll: each waiter holds a ticket in a queue kept in Redis, its client
+    /// subscribes to its own release channel for the key (`{<key>}:released:<client id>`), and
+    /// a release hands the key to the oldest live ticket and announces it on that client's
+    /// channel. A waiter falls back to a jittered retry no later than the holder's remaining
+    /// lease. So a free lock goes to the waiter, of any client, that has waited longest (for
+    /// when a newcomer can still win, see the README's "Guarantees and limits").
+    ///
+    /// Inside a locked section of the current task that already holds `key` (see
+    /// [`with_lock`](Self::with_lock)), returns a nested guard without touching Redis.
+    pub async fn acquire(&self, key: &str, options: LockOptions) -> Result<LockGuard> {
+        self.core.take(Target::lock(key), options).await
+    }
+
+    /// Takes `key` (per `options`), runs `fut` while holding it, and releases it on every path:
+    /// completion, panic (the guard is dropped while unwinding) and cancellation of the
+    /// returned future. Inside `fut`, acquiring the same key again through this client is
+    /// re-entrant, and [`current`](crate::current) describes the lock.
+    ///
+    /// If the lock is lost while `fut` runs, `options.on_lost` decides, as for
+    /// `#[distributed_lock]`: [`OnLost::Cancel`](crate::OnLost::Cancel) (the default) drops
+    /// `fut` at its next await and returns [`LockError::Lost`];
+    /// [`OnLost::Continue`](crate::OnLost::Continue) lets it finish and logs the loss.
+    ///
+    /// Inside [`tick::scope`](crate::tick::scope), the first such section claims the run's tick
+    /// with its lock and fails with [`LockError::TickClaimed`] if it was already claimed.
+    pub async fn with_lock<F: Future>(&self, key: &str, options: LockOptions, fut: F) -> Result<F::Output> {
+        section::run(&self.core, Target::lock(key), options, scope::claim_tick(), fut).await.result
+    }
+
+    /// The semaphore `name` of `permits` permits (see [`Semaphore`]). `name` is validated like
+    /// a lock key (it is the Redis key of the semaphore's holders; its `{hash tag}` places it
+    /// in a cluster, as for a lock). Fails with [`LockError::InvalidKey`] or, when `permits`
+    /// is 0, [`LockError::InvalidOptions`].
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore> {
+        Semaphore::new(self.core.clone(), name, permits)
+    }
+
+    /// The read-write lock `name` (see [`RwLock`]), validated like a lock key (its `{hash
+    /// tag}` places it in a cluster). A read-write lock and a lock of the same name are
+    /// different things that would collide in Redis: use distinct names.
+    pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
+        RwLock::new(self.core.clone(), name)
+    }
+
+    /// Reads the state of the lock `key`, for operators' tools: holder, TTL, fence, last tick,
+    /// waiters with their tickets, hand-off records, and whether the holder's client is alive.
+    /// Two round trips (the liveness key may live in another cluster slot).
+    pub async fn inspect(&self, key: &str) -> Result<inspect::LockInfo> {
+        inspect::read(&self.core, key).await
+    }
+
+    /// Lists held locks whose key matches the glob `pattern` (Redis `SCAN MATCH`, never
+    /// `KEYS`; on every master of a cluster), at most `limit`, sorted by key. Keys whose value
+    /// is not an owner token written by this crate, and the lock machinery's own keys, are
+    /// left out.
+    pub async fn list_locks(&self, pattern: &str, limit: usize) -> Result<Vec<inspect::LockSummary>> {
+        inspect::list(&self.core, pattern, limit).await
+    }
+
+    /// Force-releases the lock `key`, whoever holds it, as its holder's release would: handed
+    /// to the oldest live waiter if any, else deleted. Returns the token it was taken from
+    /// (`None`: the lock was free); [`LockError::ChangedHands`] if it changed hands every time
+    /// it was read. The holder is not told: its next renewal fails and its guard reports the
+    /// loss; until then it may still believe it holds the lock (fencing protects the data).
+    pub async fn force_unlock(&self, key: &str) -> Result<Option<String>> {
+        inspect::force_unlock(&self.core, key).await
+    }
+
+    /// Force-releases one hold of `name` by `token`, whatever `name` is: a lock, a semaphore
+    /// (one permit: the others are left alone) or a read-write lock (a reader or the writer);
+    /// given on to the oldest live waiter that fits, as the holder's release would. Returns
+    /// whether `token` held it. As with [`force_unlock`](Self::force_unlock), the holder is
+    /// told only by its next renewal.
+    pub async fn force_release(&self, name: &str, token: &str) -> Result<bool> {
+        inspect::force_release(&self.core, name, token).await
+    }
+
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+}
+
+/// Lets `client = ...` in `#[distributed_lock]` take a `LockClient`, a reference or an `Arc`.
+impl AsRef<LockClient> for LockClient {
+    fn as_ref(&self) -> &LockClient {
+        self
+    }
+}
+
+impl fmt::Debug for LockClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockClient")
+            .field("instance_id", &self.core.config.instance_id)
+            .field("watchdog_lease", &self.core.config.watchdog_lease)
+            .field("renewing", &self.core.watchdog.len())
+            .finish_non_exhaustive()
+    }
+}
