@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use lock_core::schema;
 use lock_core::{LockClient, LockError, LockOptions, LossReason};
-use tests::harness::{RedisServer, init_tracing, wait_until};
+use tests::harness::{Monitor, RedisServer, init_tracing, wait_until};
 
 fn client_with(server: &RedisServer, instance: &str, timeout: Duration, liveness: Duration) -> LockClient {
     LockClient::builder()
@@ -296,13 +296,19 @@ async fn a_redis_stall_leaves_no_orphaned_lock() {
     let server = RedisServer::start();
     let a = client_with(&server, "pod-1", Duration::from_millis(500), Duration::from_secs(6));
     a.try_lock("lock:warm", LockOptions::new()).await.unwrap().release().await.unwrap();
+    let mut monitor = Monitor::start(&server);
     server.pause();
     let err = a.try_lock("lock:x", LockOptions::new()).await.expect_err("redis is stalled");
     assert!(err.is_transient(), "{err}");
     tokio::time::sleep(Duration::from_millis(1500)).await; // the stall goes on (the scenario itself)
     server.resume();
     let resumed = Instant::now();
-    // The buffered SET runs when Redis resumes; the clean-up, retried, deletes it.
+    // The buffered SET runs when Redis resumes (proven by the server's own log of commands);
+    // the clean-up, retried, deletes it.
+    let ran = monitor
+        .find(Duration::from_secs(5), |line| line.contains("\"SET\" \"lock:x\"") && line.contains("\"NX\""))
+        .await;
+    assert!(ran.is_some(), "the SET buffered during the stall never ran");
     assert!(
         wait_until(Duration::from_secs(1), || get(&server, "lock:x") == "(nil)").await,
         "still orphaned {:?} after the resume: {}",

@@ -199,6 +199,7 @@ impl Hub {
             Some(Value::SimpleString(s)) => Some(s.clone()),
             _ => None,
         };
+        tracing::trace!(kind = ?push.kind, data = ?push.data, "cluster pub/sub push");
         match push.kind {
             PushKind::SMessage => {
                 if let Some(channel) = text(push.data.first()) {
@@ -208,6 +209,12 @@ impl Hub {
             PushKind::Disconnection => {
                 tracing::debug!("a cluster node's pub/sub connection closed");
                 self.connection_lost(generation);
+            }
+            // Ours (the channel is gone from the state then), or the server's own.
+            PushKind::SUnsubscribe => {
+                if let Some(channel) = text(push.data.first()) {
+                    self.channel_dropped(&channel);
+                }
             }
             _ => {}
         }

@@ -83,6 +83,30 @@ impl Hub {
         });
     }
 
+    /// The server dropped this client's subscription of `channel`: Redis unsubscribes a shard
+    /// channel's subscribers when their node gives its slot up (a slot migration; a replica
+    /// promoted over its failed master, which is how a subscription made on the replica during
+    /// a failover ends). If waiters still need it, it is subscribed again in the background,
+    /// and they look once: a release may have been announced meanwhile.
+    pub(super) fn channel_dropped(self: &Arc<Self>, channel: &str) {
+        let wanted = {
+            let mut state = lock_unpoisoned(&self.state);
+            match state.channels.get_mut(channel) {
+                Some(c) if !c.slots.is_empty() => {
+                    c.confirmed = false;
+                    c.subscribed = None;
+                    c.slots.values().for_each(|s| s.wake());
+                    true
+                }
+                _ => false,
+            }
+        };
+        if wanted {
+            tracing::debug!(channel, "a sharded subscription was dropped by the server; subscribing again");
+            self.restore();
+        }
+    }
+
     /// Wakes every waiter to retry.
     fn wake_all(&self) {
         let state = lock_unpoisoned(&self.state);
