@@ -7,6 +7,7 @@ use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
+use lock_scheduler::control;
 use serde_json::{Value, json};
 
 use crate::Console;
@@ -110,7 +111,7 @@ pub(crate) async fn history(State(console): State<Console>, name: Segment, query
     let name = segment(name)?;
     let n = view::history_len(params(query)?.get("n").map(String::as_str))?;
     let job = view::job(console.client(), &name).await?;
-    let runs = scheduler::history(console.client(), &job.name, n).await?;
+    let runs = control::history(console.client(), &job.name, n).await?;
     Ok(Json(json!({ "job": job.name, "runs": runs.iter().map(json::history_entry).collect::<Vec<_>>() })))
 }
 
@@ -118,7 +119,7 @@ pub(crate) async fn history(State(console): State<Console>, name: Segment, query
 pub(crate) async fn pause(State(console): State<Console>, headers: HeaderMap, name: Segment) -> Reply {
     check_action(&console, &headers)?;
     let job = view::job(console.client(), &segment(name)?).await?;
-    scheduler::pause_by(console.client(), &job.name, ACTOR).await?;
+    control::pause_by(console.client(), &job.name, ACTOR).await?;
     tracing::info!(job = %job.name, "console: paused");
     Ok(Json(json!({ "job": job.name, "paused": true })))
 }
@@ -127,7 +128,7 @@ pub(crate) async fn pause(State(console): State<Console>, headers: HeaderMap, na
 pub(crate) async fn resume(State(console): State<Console>, headers: HeaderMap, name: Segment) -> Reply {
     check_action(&console, &headers)?;
     let job = view::job(console.client(), &segment(name)?).await?;
-    let was_paused = scheduler::resume(console.client(), &job.name).await?;
+    let was_paused = control::resume(console.client(), &job.name).await?;
     tracing::info!(job = %job.name, was_paused, "console: resumed");
     Ok(Json(json!({ "job": job.name, "paused": false, "was_paused": was_paused })))
 }
@@ -140,14 +141,14 @@ pub(crate) async fn run(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     check_action(&console, &headers)?;
     let name = segment(name)?;
-    let request = scheduler::run_now(console.client(), &name, ACTOR).await?;
+    let request = control::run_now(console.client(), &name, ACTOR).await?;
     tracing::info!(job = %name, request = %request.id, "console: run now");
     Ok((StatusCode::ACCEPTED, Json(json::run_request(&request))))
 }
 
 /// `GET /api/replicas`
 pub(crate) async fn replicas(State(console): State<Console>) -> Reply {
-    let replicas = scheduler::replicas(console.client()).await?;
+    let replicas = control::replicas(console.client()).await?;
     Ok(Json(json!({ "replicas": replicas.iter().map(json::replica).collect::<Vec<_>>() })))
 }
 

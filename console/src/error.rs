@@ -5,7 +5,7 @@ use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use lock_core::{ErrorChain, LockError};
-use scheduler::ControlError;
+use lock_scheduler::control::ControlError;
 use serde_json::json;
 
 /// A console configured wrongly.

@@ -3,7 +3,7 @@
 //! milliseconds (`tick`).
 
 use lock_core::inspect::{Holder, LockInfo, LockKind, LockSummary};
-use scheduler::{HistoryEntry, RegisteredJob, Replica, RunRequest};
+use lock_scheduler::control::{HistoryEntry, RegisteredJob, Replica, RunRequest};
 use serde_json::{Value, json};
 
 /// `lock`, `semaphore` or `rw-lock`.

@@ -1,4 +1,4 @@
-//! An admin console for [`lock_core`] locks and [`scheduler`] jobs: a server-rendered web
+//! An admin console for [`lock_core`] locks and [`lock_scheduler`] jobs: a server-rendered web
 //! page and a JSON API, as an axum [`Router`] that a service mounts behind its own
 //! middleware, or that `lockctl serve` runs standalone.
 //!

@@ -10,8 +10,8 @@ use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use chrono::{DateTime, Utc};
+use lock_scheduler::control::{self, HistoryEntry};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
-use scheduler::HistoryEntry;
 
 use crate::Console;
 use crate::api::{Params, Segment, lock_query, segment};
@@ -141,7 +141,7 @@ pub(crate) async fn overview(State(console): State<Console>, base: Base) -> Resp
     let read = async {
         let locks = view::locks(console.client(), &query).await?;
         let jobs = view::jobs(console.client()).await?;
-        let replicas = scheduler::replicas(console.client()).await?;
+        let replicas = control::replicas(console.client()).await?;
         Ok::<_, ApiError>((locks, jobs, replicas))
     };
     let (locks, jobs, replicas) = match read.await {
@@ -302,7 +302,7 @@ pub(crate) async fn job(State(console): State<Console>, base: Base, name: Segmen
     let read = async {
         let name = segment(name)?;
         let job = view::job(console.client(), &name).await?;
-        let runs = scheduler::history(console.client(), &job.name, JOB_PAGE_RUNS).await?;
+        let runs = control::history(console.client(), &job.name, JOB_PAGE_RUNS).await?;
         Ok::<_, ApiError>((job, runs))
     };
     let (job, runs) = match read.await {
@@ -382,7 +382,7 @@ fn chart(runs: &[HistoryEntry]) -> String {
 
 /// `GET /replicas`
 pub(crate) async fn replicas(State(console): State<Console>, base: Base) -> Response {
-    let replicas = match scheduler::replicas(console.client()).await {
+    let replicas = match control::replicas(console.client()).await {
         Ok(replicas) => replicas,
         Err(e) => return error_page(&console, &base, e.into()),
     };

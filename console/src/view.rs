@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, TimeDelta, Utc};
 use lock_core::LockClient;
 use lock_core::inspect::LockSummary;
-use scheduler::{HistoryEntry, Schedule};
+use lock_scheduler::Schedule;
+use lock_scheduler::control::{self, HistoryEntry};
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
@@ -18,7 +19,7 @@ pub(crate) const MAX_LIMIT: usize = 1000;
 /// Locks listed when no limit is given.
 pub(crate) const DEFAULT_LIMIT: usize = 100;
 /// Most history entries one request returns (the history keeps about as many).
-pub(crate) const MAX_HISTORY: usize = scheduler::HISTORY_LEN;
+pub(crate) const MAX_HISTORY: usize = lock_scheduler::HISTORY_LEN;
 /// History entries returned when no `n` is given.
 pub(crate) const DEFAULT_HISTORY: usize = 100;
 /// Longest accepted pattern or key, in bytes.
@@ -73,7 +74,7 @@ pub(crate) fn is_failure(outcome: &str) -> bool {
 /// pause flags, sorted by name.
 pub(crate) async fn jobs(client: &LockClient) -> Result<Vec<JobView>, ApiError> {
     let mut by_name: BTreeMap<String, JobView> = BTreeMap::new();
-    for job in scheduler::registered_jobs(client).await? {
+    for job in control::registered_jobs(client).await? {
         let next_slot = Schedule::new(&job.cron, Some(&job.time_zone))
             .ok()
             .and_then(|s| s.next_after(Utc::now()))
@@ -89,7 +90,7 @@ pub(crate) async fn jobs(client: &LockClient) -> Result<Vec<JobView>, ApiError> 
             failures_24h: 0,
         });
     }
-    for name in scheduler::jobs(client).await? {
+    for name in control::jobs(client).await? {
         by_name.entry(name.clone()).or_insert(JobView {
             name,
             group: None,
@@ -103,12 +104,12 @@ pub(crate) async fn jobs(client: &LockClient) -> Result<Vec<JobView>, ApiError> 
     }
     let since = Utc::now() - TimeDelta::hours(24);
     for view in by_name.values_mut() {
-        view.paused = scheduler::pause_state(client, &view.name).await?.paused;
-        let recent = scheduler::history_since(client, &view.name, since, MAX_HISTORY).await?;
+        view.paused = control::pause_state(client, &view.name).await?.paused;
+        let recent = control::history_since(client, &view.name, since, MAX_HISTORY).await?;
         view.failures_24h = recent.iter().filter(|e| is_failure(&e.outcome)).count();
         view.last = match recent.into_iter().next() {
             Some(last) => Some(last),
-            None => scheduler::history(client, &view.name, 1).await?.into_iter().next(),
+            None => control::history(client, &view.name, 1).await?.into_iter().next(),
         };
     }
     Ok(by_name.into_values().collect())
@@ -116,7 +117,7 @@ pub(crate) async fn jobs(client: &LockClient) -> Result<Vec<JobView>, ApiError> 
 
 /// The job named `name`, or 404 `unknown_job` (400 for a name no job can have).
 pub(crate) async fn job(client: &LockClient, name: &str) -> Result<JobView, ApiError> {
-    if let Some(problem) = scheduler::schema::job_name_problem(name) {
+    if let Some(problem) = lock_scheduler::schema::job_name_problem(name) {
         return Err(ApiError::bad_request("invalid_job", format!("invalid job name: {problem}")));
     }
     jobs(client).await?.into_iter().find(|j| j.name == name).ok_or_else(|| unknown_job(name))

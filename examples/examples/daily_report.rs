@@ -35,11 +35,11 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use clap::builder::RangedU64ValueParser;
 use lock_core::{ErrorChain, LockClient, distributed_lock, redis};
-use redis_fixture::{Redis, RedisSource};
-use scheduler::chrono::{DateTime, Utc};
-use scheduler::{
+use lock_scheduler::chrono::{DateTime, Utc};
+use lock_scheduler::{
     Job, RunContext, RunOutcome, RunReport, Schedule, Scheduler, ShutdownReport, ShutdownSignals, Tz,
 };
+use redis_fixture::{Redis, RedisSource};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 use tokio::sync::Notify;

@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use scheduler::Schedule;
-use scheduler::chrono::{DateTime, TimeDelta, Utc};
+use lock_scheduler::Schedule;
+use lock_scheduler::chrono::{DateTime, TimeDelta, Utc};
 
 fuzz_target!(|input: (&str, Option<&str>)| {
     let (expr, tz) = input;

@@ -5,9 +5,9 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|name: &str| {
-    let ok = scheduler::schema::job_name_problem(name).is_none();
-    assert_eq!(scheduler::pause_key(name).is_ok(), ok);
-    if let Ok(key) = scheduler::history_key(name) {
-        assert_eq!(scheduler::schema::job_of_key(&key), Some(name));
+    let ok = lock_scheduler::schema::job_name_problem(name).is_none();
+    assert_eq!(lock_scheduler::pause_key(name).is_ok(), ok);
+    if let Ok(key) = lock_scheduler::history_key(name) {
+        assert_eq!(lock_scheduler::schema::job_of_key(&key), Some(name));
     }
 });

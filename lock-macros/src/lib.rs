@@ -49,7 +49,7 @@ use proc_macro::TokenStream;
 /// | `on_lost = "cancel"` | `"cancel"` | If the lock is lost while the body runs (renewal refused, or the lease ran out while Redis was unreachable), `"cancel"` drops the body at its next await and returns `LockError::Lost`; `"continue"` lets it finish and only logs. |
 /// | `permits = 4` | off | Hold one of the 4 permits of the semaphore named by `key` instead of a lock (`LockClient::semaphore`): at most 4 calls run the body at once. Every caller must say the same number (else `LockError::PermitsMismatch`). Not with `read`/`write`. |
 /// | `read` / `write` | off | Hold the read-write lock named by `key` (`LockClient::rw_lock`) for reading (many at once) or for writing (alone). A `read` fn called inside a `write` section of the same key is a nested hold; a `write` fn called inside a `read` section fails with `LockError::WriteInsideRead`. |
-/// | `crate = "path"` | `"::lock_core"` | The path to lock-core, for code that reaches it through a re-export: `crate = "scheduler::lock_core"` with `use scheduler::lock_core::distributed_lock;`. Every path in the expansion goes through it (tokio's `#[tokio::main(crate = "...")]`). |
+/// | `crate = "path"` | `"::lock_core"` | The path to lock-core, for code that reaches it through a re-export: `crate = "lock_scheduler::lock_core"` with `use lock_scheduler::lock_core::distributed_lock;`. Every path in the expansion goes through it (tokio's `#[tokio::main(crate = "...")]`). |
 ///
 /// With `permits`, `read` or `write`, everything else means the same: `skip_if_held` skips when
 /// no permit is free (or the read-write lock cannot be entered), `wait` waits for one, the

@@ -174,7 +174,7 @@ impl Builder {
                     "key" => "key = \"lock:my-job\"",
                     "client" => "client = self.locks",
                     "on_lost" => "on_lost = \"continue\"",
-                    "crate" => "crate = \"scheduler::lock_core\"",
+                    "crate" => "crate = \"lock_scheduler::lock_core\"",
                     "permits" => "permits = 4",
                     _ => "wait = \"5s\"",
                 };
@@ -260,7 +260,7 @@ fn crate_path(lit: &LitStr) -> syn::Result<Path> {
             lit,
             format!(
                 "`crate` must be a path to lock-core or a re-export of it, e.g. \
-                 `crate = \"scheduler::lock_core\"`; got {:?}",
+                 `crate = \"lock_scheduler::lock_core\"`; got {:?}",
                 lit.value()
             ),
         )

@@ -32,6 +32,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use lock_console::json::{history_entry, kind_name, lock_info, lock_summary};
 use lock_core::{ErrorChain, LockClient, LockError, inspect};
+use lock_scheduler::control::{self, ControlError};
 use serde_json::{Value, json};
 
 use crate::format::{duration, slot_time};
@@ -157,7 +158,7 @@ enum CtlError {
     Lock(#[from] LockError),
     /// A job command failed or refused the input.
     #[error(transparent)]
-    Control(#[from] scheduler::ControlError),
+    Control(#[from] ControlError),
     /// The runtime could not start.
     #[error("cannot start the runtime")]
     Runtime(#[source] std::io::Error),
@@ -182,9 +183,7 @@ impl CtlError {
             | CtlError::Lock(
                 LockError::InvalidKey { .. } | LockError::Config(_) | LockError::InvalidOptions(_),
             )
-            | CtlError::Control(
-                scheduler::ControlError::InvalidJob(_) | scheduler::ControlError::UnknownJob { .. },
-            )
+            | CtlError::Control(ControlError::InvalidJob(_) | ControlError::UnknownJob { .. })
             | CtlError::Console(_) => USAGE,
             _ => REDIS,
         }
@@ -243,7 +242,7 @@ async fn run(cli: Cli) -> Result<Output, CtlError> {
         Command::Jobs => jobs(&client).await,
         Command::History { job, count } => history(&client, &job, count).await,
         Command::Pause { job } => {
-            scheduler::pause_by(&client, &job, &operator()).await?;
+            control::pause_by(&client, &job, &operator()).await?;
             Ok(Output {
                 json: json!({ "job": job, "paused": true }),
                 text: format!("paused {job}: every replica skips its slots until `lockctl resume {job}`\n"),
@@ -255,7 +254,7 @@ async fn run(cli: Cli) -> Result<Output, CtlError> {
             serve(client, listen, read_only, token, lock_pattern).await
         }
         Command::Resume { job } => {
-            let was_paused = scheduler::resume(&client, &job).await?;
+            let was_paused = control::resume(&client, &job).await?;
             Ok(Output {
                 json: json!({ "job": job, "paused": false, "was_paused": was_paused }),
                 text: if was_paused { format!("resumed {job}\n") } else { format!("{job} was not paused\n") },
@@ -483,12 +482,12 @@ fn confirm(prompt: &str, json_out: bool) -> bool {
 }
 
 async fn jobs(client: &LockClient) -> Result<Output, CtlError> {
-    let names = scheduler::jobs(client).await?;
+    let names = control::jobs(client).await?;
     let mut json = Vec::new();
     let mut rows = Vec::new();
     for name in &names {
-        let paused = scheduler::pause_state(client, name).await?;
-        let last = scheduler::history(client, name, 1).await?.into_iter().next();
+        let paused = control::pause_state(client, name).await?;
+        let last = control::history(client, name, 1).await?.into_iter().next();
         json.push(json!({
             "job": name,
             "paused": paused.paused.is_some(),
@@ -509,7 +508,7 @@ async fn jobs(client: &LockClient) -> Result<Output, CtlError> {
 }
 
 async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output, CtlError> {
-    let entries = scheduler::history(client, job, count).await?;
+    let entries = control::history(client, job, count).await?;
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|e| {
@@ -532,7 +531,7 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
 
 /// `lockctl run <job>`.
 async fn run_now(client: &LockClient, job: &str) -> Result<Output, CtlError> {
-    let request = scheduler::run_now(client, job, &operator()).await?;
+    let request = control::run_now(client, job, &operator()).await?;
     Ok(Output {
         json: lock_console::json::run_request(&request),
         text: format!(
@@ -577,7 +576,7 @@ async fn serve(
             "lockctl: warning: {addr} is not a loopback address; reads are open to anyone who reaches it (put TLS and access control in front)"
         );
     }
-    let stop = scheduler::shutdown_signal().map_err(|source| CtlError::Serve { addr, source })?;
+    let stop = lock_scheduler::shutdown_signal().map_err(|source| CtlError::Serve { addr, source })?;
     axum::serve(listener, console.router())
         .with_graceful_shutdown(async move {
             stop.await;

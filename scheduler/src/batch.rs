@@ -1,5 +1,5 @@
 //! The claims of the runs a timer wake starts, made together: once their pause flags are known,
-//! the ticks of the jobs whose lock the scheduler knows ([`Job::lock`](crate::Job::lock)) are
+//! the ticks of the jobs whose lock the scheduler knows ([`Job::lock`](crate::job::Job::lock)) are
 //! claimed with their locks in one [`LockClient::claim_ticks`] call (one round trip per Redis
 //! node, whatever the number of jobs), and each run is handed its share. Runs of jobs whose fn
 //! takes its own lock claim their tick in their first locked section, as before.
@@ -11,7 +11,7 @@ use lock_core::{LockClient, LockError};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use crate::pause::PauseCheck;
+use crate::pause_check::PauseCheck;
 use crate::shared::JobEntry;
 
 /// What a run gets from its batch.
@@ -62,7 +62,7 @@ impl ClaimBatch {
                     })
                     .collect();
                 if requests.len() != claims.len() {
-                    // Only jobs with a lock are added (`start_of`); were one not, every run of
+                    // Only jobs with a lock are added (`Start::for_slot`); were one not, every run of
                     // the batch would report its claim as failed (its share dropped).
                     tracing::error!("a batched claim without a lock key; the batch is not sent");
                     return;

@@ -28,8 +28,8 @@ impl Clock for SystemClock {
 /// scheduler runs. Clones share the offset.
 ///
 /// ```
-/// use scheduler::{Clock, OffsetClock};
-/// use scheduler::chrono::TimeDelta;
+/// use lock_scheduler::{Clock, OffsetClock};
+/// use lock_scheduler::chrono::TimeDelta;
 ///
 /// let behind = OffsetClock::new(TimeDelta::milliseconds(-300));
 /// assert_eq!(behind.offset(), TimeDelta::milliseconds(-300));

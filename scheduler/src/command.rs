@@ -20,7 +20,8 @@ pub(crate) async fn query_within<T: FromRedisValue>(
     pipe: &redis::Pipeline,
     timeout: Duration,
 ) -> Result<T, ControlError> {
-    let run = async { client.query_pipeline(pipe).await.map_err(|e| control_error(action, e)) };
+    let run =
+        async { client.query_pipeline(pipe).await.map_err(|source| ControlError::Redis { action, source }) };
     tokio::time::timeout(timeout, run).await.map_err(|_| ControlError::Unavailable(action))?
 }
 
@@ -83,14 +84,5 @@ pub(crate) async fn scan(
     tokio::time::timeout(TIMEOUT, client.scan_keys(pattern, usize::MAX))
         .await
         .map_err(|_| ControlError::Unavailable(action))?
-        .map_err(|e| control_error(action, e))
-}
-
-pub(crate) fn control_error(action: &'static str, e: LockError) -> ControlError {
-    match e {
-        LockError::Redis { source, .. } | LockError::Auth { source, .. } => {
-            ControlError::Redis { action, source }
-        }
-        source => ControlError::Connect { action, source },
-    }
+        .map_err(|source| ControlError::Redis { action, source })
 }

@@ -2,9 +2,9 @@
 //! its own level and leaves the cause to [`source`](std::error::Error::source): print the
 //! whole chain (anyhow's `{:#}`, or [`lock_core::ErrorChain`]) and each cause appears once.
 
-use lock_core::{LockError, redis};
+use lock_core::LockError;
 
-use crate::schedule::ScheduleError;
+use crate::schedule::error::ScheduleError;
 
 /// A configuration or start-up error. Each names the job it is about.
 ///
@@ -70,28 +70,26 @@ pub enum SchedulerError {
     },
 }
 
-/// A failed pause, resume or history command.
+// Defined here rather than in `control`, which re-exports it as its public home: the
+// scheduler's own Redis commands (`command`: member announcements, reads of the claimed ticks)
+// and the schema's job-name rule fail with it too, and both sit below `control`.
+
+/// A failed admin call (the [`control`](crate::control) module's pause, history, "run now",
+/// ...), or a failed Redis command of the scheduler's own.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ControlError {
     /// The job name cannot name a job.
     #[error("invalid job name: {0}")]
     InvalidJob(&'static str),
-    /// Redis failed or refused the command.
+    /// The lock client's connection failed: Redis failed or refused the command (a wrong
+    /// password, an ACL), or no connection could be had. The source, lock-core's error, says
+    /// which (its messages never hold the URL's password).
     #[error("redis failed while {action}")]
     Redis {
         /// What was being done.
         action: &'static str,
-        /// The Redis error.
-        #[source]
-        source: redis::RedisError,
-    },
-    /// No connection could be had (or the lock client failed otherwise).
-    #[error("could not reach redis while {action}")]
-    Connect {
-        /// What was being done.
-        action: &'static str,
-        /// Why (its messages never hold the URL's password).
+        /// The lock client's error.
         #[source]
         source: LockError,
     },

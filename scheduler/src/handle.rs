@@ -12,13 +12,16 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::control::history::{self, HistoryEntry};
+use crate::control::pause;
 use crate::error::{ControlError, SchedulerError};
 use crate::job::Job;
 use crate::report::{RunReport, ShutdownReport};
 use crate::shared::Shared;
 use crate::signal::ShutdownSignal;
 use crate::state::State;
-use crate::timer::{Command, RunEnd, RunExit};
+use crate::timer::jobs::Command;
+use crate::timer::shutdown::{RunEnd, RunExit};
 use crate::validate::validate;
 
 /// How long shutdown waits for the releases of cancelled runs' locks.
@@ -83,7 +86,7 @@ impl SchedulerHandle {
     /// scheduled. No slot of it fires after this returns; a run in flight goes on to its end
     /// (and a shutdown still waits for it). Its Redis keys expire on their own (the claimed
     /// tick after [`TICK_TTL`](lock_core::tick::TICK_TTL), the history after
-    /// [`HISTORY_TTL`](crate::HISTORY_TTL)).
+    /// [`HISTORY_TTL`](crate::schema::HISTORY_TTL)).
     pub fn remove_job(&self, name: &str) -> bool {
         let removed = self.shared.with_registry(|registry| {
             let before = registry.len();
@@ -115,24 +118,21 @@ impl SchedulerHandle {
 
     /// Pauses `job` on every replica (a flag in Redis, checked when a slot is about to be
     /// claimed): its slots are skipped and recorded as
-    /// [`RunOutcome::SkippedPaused`](crate::RunOutcome::SkippedPaused) until
+    /// [`RunOutcome::SkippedPaused`](crate::report::RunOutcome::SkippedPaused) until
     /// [`resume`](Self::resume). Any job name is accepted, including another scheduler's.
     pub async fn pause(&self, job: &str) -> Result<(), ControlError> {
-        crate::pause::pause(&self.shared.client, job).await
+        pause::pause(&self.shared.client, job).await
     }
 
     /// Resumes a paused `job` on every replica; returns whether it was paused.
     pub async fn resume(&self, job: &str) -> Result<bool, ControlError> {
-        crate::pause::resume(&self.shared.client, job).await
+        pause::resume(&self.shared.client, job).await
     }
 
-    /// The last `n` runs of `job` across replicas, newest first (see [`crate::history`]).
-    pub async fn history(
-        &self,
-        job: &str,
-        n: usize,
-    ) -> Result<Vec<crate::history::HistoryEntry>, ControlError> {
-        crate::history::history(&self.shared.client, job, n).await
+    /// The last `n` runs of `job` across replicas, newest first (see
+    /// [`control::history`](crate::control::history::history)).
+    pub async fn history(&self, job: &str, n: usize) -> Result<Vec<HistoryEntry>, ControlError> {
+        history::history(&self.shared.client, job, n).await
     }
 
     /// A receiver of every [`RunReport`] from now on.
@@ -166,14 +166,15 @@ impl SchedulerHandle {
     /// [`shutdown`](Self::shutdown), cut short when `force` resolves: the jobs still running
     /// then are cancelled at once, as at the end of the grace period, and their locks
     /// released. `force` is typically a second SIGTERM / Ctrl-C
-    /// ([`ShutdownSignals::recv`](crate::ShutdownSignals::recv)).
+    /// ([`ShutdownSignals::recv`](crate::signal::ShutdownSignals::recv)).
     pub async fn shutdown_forced_by<F: Future>(self, force: F) -> ShutdownReport {
         self.announce_shutdown("shutting down", "");
         self.stop(force).await
     }
 
-    /// The shutdown of [`Scheduler::run_until_signal`](crate::Scheduler::run_until_signal):
-    /// says which signal started it, and that another one forces it.
+    /// The shutdown of
+    /// [`Scheduler::run_until_signal`](crate::scheduler::Scheduler::run_until_signal): says
+    /// which signal started it, and that another one forces it.
     pub(crate) async fn shutdown_after_signal<F: Future>(
         self,
         signal: ShutdownSignal,

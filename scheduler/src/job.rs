@@ -11,11 +11,11 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use lock_core::{LockOptions, OnLost};
 
-use crate::schedule::CatchUp;
+use crate::schedule::catch_up::CatchUp;
 
 /// What a job's future may return: `()`, `Option<T>` (both always success) or `Result<T, E>`
 /// with a displayable error (an `Err` is logged with the job name and tick and reported as
-/// [`RunOutcome::Failed`](crate::RunOutcome::Failed); the scheduler keeps going).
+/// [`RunOutcome::Failed`](crate::report::RunOutcome::Failed); the scheduler keeps going).
 #[diagnostic::on_unimplemented(
     message = "a scheduled job must return `()`, `Option<T>` or `Result<T, E>` with `E: Display`, not `{Self}`",
     label = "this job's output cannot be reported"
@@ -93,11 +93,11 @@ pub(crate) struct JobLock {
 /// One scheduled job: a name, a cron expression (6 fields, with seconds), an optional IANA time
 /// zone, the job itself, and the lock for jobs whose fn is not `#[distributed_lock]`-annotated.
 ///
-/// Validated by [`SchedulerBuilder::build`](crate::SchedulerBuilder::build), which names the
+/// Validated by [`SchedulerBuilder::build`](crate::scheduler::SchedulerBuilder::build), which names the
 /// job in any error.
 ///
 /// ```no_run
-/// use scheduler::Job;
+/// use lock_scheduler::Job;
 ///
 /// # async fn generate_daily_report() -> anyhow::Result<()> { Ok(()) }
 /// // An annotated fn (`#[distributed_lock(key = "lock:daily-report", skip_if_held)]`) brings
@@ -171,7 +171,7 @@ impl Job {
     }
 
     /// Evaluate the cron expression in this IANA time zone (e.g. `"Europe/Berlin"`), following
-    /// its DST changes (see [`Schedule`](crate::Schedule) for the skipped and repeated hours).
+    /// its DST changes (see [`Schedule`](crate::schedule::Schedule) for the skipped and repeated hours).
     pub fn time_zone(mut self, tz: impl Into<String>) -> Job {
         self.time_zone = Some(tz.into());
         self
@@ -210,7 +210,7 @@ impl Job {
 
     /// Cancel a run that takes longer than `limit`: its future is dropped (which releases its
     /// lock), it is reported and recorded in the run history as
-    /// [`RunOutcome::TimedOut`](crate::RunOutcome::TimedOut), and the next slot runs as usual.
+    /// [`RunOutcome::TimedOut`](crate::report::RunOutcome::TimedOut), and the next slot runs as usual.
     /// For a job with a [`lock`](Self::lock), the time counts from when its slot's batched
     /// claim took the lock; for a job whose fn takes its own lock, from the pause check, so it
     /// includes taking that lock. Default: no limit.

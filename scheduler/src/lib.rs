@@ -1,19 +1,20 @@
 #![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod batch;
 mod clock;
 mod command;
-mod directory;
+pub mod control;
 mod error;
 mod handle;
-mod history;
 mod job;
 mod job_metrics;
-mod manual;
 mod members;
-mod pause;
+mod pause_check;
+mod recorder;
 mod report;
 mod run;
+mod run_taker;
 mod schedule;
 mod scheduler;
 #[doc(hidden)]
@@ -23,19 +24,20 @@ mod signal;
 mod state;
 mod ticks;
 mod timer;
+#[cfg(feature = "tokio-cron")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio-cron")))]
 pub mod tokio_cron;
 mod validate;
 
 pub use clock::{Clock, OffsetClock, SystemClock};
-pub use directory::{RegisteredJob, Replica, registered_jobs, replicas};
-pub use error::{ControlError, SchedulerError};
+pub use error::SchedulerError;
 pub use handle::SchedulerHandle;
-pub use history::{HistoryEntry, history, history_since, jobs};
 pub use job::{Job, JobOutput, RunContext};
-pub use manual::{RunRequest, request_run, run_now, wait_taken};
-pub use pause::{PauseState, pause, pause_by, pause_state, resume};
 pub use report::{RunOutcome, RunReport, ShutdownReport};
-pub use schedule::{CatchUp, CronField, ON_TIME, Schedule, ScheduleError};
+pub use schedule::Schedule;
+pub use schedule::catch_up::{CatchUp, ON_TIME};
+pub use schedule::error::ScheduleError;
+pub use schedule::field::CronField;
 pub use scheduler::{
     DEFAULT_CLAIM_GRACE, DEFAULT_GROUP, DEFAULT_SHUTDOWN_GRACE, Scheduler, SchedulerBuilder,
 };

@@ -1,5 +1,5 @@
 //! What happened to each slot, as logged and as broadcast to
-//! [`subscribe`](crate::Scheduler::subscribe)rs.
+//! [`subscribe`](crate::scheduler::Scheduler::subscribe)rs.
 
 use std::fmt;
 use std::time::Duration;
@@ -18,11 +18,11 @@ pub enum RunOutcome {
     SkippedTickDone,
     /// This replica's previous run of the job was still going; the slot was skipped.
     SkippedStillRunning,
-    /// The job was paused (see [`pause`](crate::pause)); every replica skips its slots until
-    /// it is resumed.
+    /// The job was paused (see [`control::pause`](crate::control::pause::pause)); every
+    /// replica skips its slots until it is resumed.
     SkippedPaused,
     /// This many slots, the latest of which is the report's slot, could not run on time and
-    /// were not run (see [`CatchUp`](crate::CatchUp)).
+    /// were not run (see [`CatchUp`](crate::schedule::catch_up::CatchUp)).
     Missed(u64),
     /// The job ran and failed: it returned an error or panicked, or its lock could not be taken
     /// or was lost. The message says which.
@@ -30,7 +30,7 @@ pub enum RunOutcome {
     /// The job was still running when the shutdown grace period ended and was cancelled; its
     /// lock was released.
     Cancelled,
-    /// The job ran longer than its maximum run time ([`Job::max_run_time`](crate::Job::max_run_time),
+    /// The job ran longer than its maximum run time ([`Job::max_run_time`](crate::job::Job::max_run_time),
     /// carried here) and was cancelled; its lock was released. The next slot runs as usual.
     TimedOut(Duration),
 }
@@ -89,7 +89,7 @@ impl fmt::Display for RunOutcome {
     }
 }
 
-/// One slot of one job on this replica: sent to every [`subscribe`](crate::Scheduler::subscribe)r
+/// One slot of one job on this replica: sent to every [`subscribe`](crate::scheduler::Scheduler::subscribe)r
 /// when the slot is settled.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -114,7 +114,7 @@ pub struct RunReport {
     pub manual_by: Option<String>,
 }
 
-/// What [`SchedulerHandle::shutdown`](crate::SchedulerHandle::shutdown) did.
+/// What [`SchedulerHandle::shutdown`](crate::handle::SchedulerHandle::shutdown) did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ShutdownReport {
@@ -124,6 +124,6 @@ pub struct ShutdownReport {
     /// forced (their locks released).
     pub cancelled: Vec<String>,
     /// Whether the shutdown was cut short (a second signal, or the `force` future of
-    /// [`SchedulerHandle::shutdown_forced_by`](crate::SchedulerHandle::shutdown_forced_by)).
+    /// [`SchedulerHandle::shutdown_forced_by`](crate::handle::SchedulerHandle::shutdown_forced_by)).
     pub forced: bool,
 }

@@ -16,9 +16,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::batch::Share;
+use crate::batch::{ClaimBatch, Share};
 use crate::job::RunContext;
-use crate::pause::PauseCheck;
+use crate::pause_check::PauseCheck;
 use crate::report::RunOutcome;
 use crate::shared::{JobEntry, Manual, Shared};
 
@@ -42,9 +42,27 @@ pub(crate) enum Start {
     /// `pause` answers whether the job is paused; then the run's first locked section claims
     /// the tick (the job's configured lock, or the lock its fn takes).
     Single(PauseCheck),
-    /// The wake's [`ClaimBatch`](crate::batch::ClaimBatch) checked the pause flag and claimed
+    /// The wake's [`ClaimBatch`] checked the pause flag and claimed
     /// the tick with the job's lock.
     Batched(oneshot::Receiver<Share>),
+}
+
+impl Start {
+    /// How the run of `slot` of `job` starts: a job whose lock the scheduler knows is claimed
+    /// in `batch` (with the wake's other claims), any other claims in its run's first locked
+    /// section.
+    pub(crate) fn for_slot(
+        job: &Arc<JobEntry>,
+        slot: DateTime<Utc>,
+        pause: &PauseCheck,
+        batch: &mut ClaimBatch,
+    ) -> Start {
+        if job.lock.is_some() {
+            Start::Batched(batch.add(job, slot.timestamp_millis()))
+        } else {
+            Start::Single(pause.clone())
+        }
+    }
 }
 
 /// Spawns the run of `slot` of `job`, fired at `fired_at`, started as `start` says.
@@ -391,7 +409,7 @@ fn log_outcome(job: &JobEntry, slot: DateTime<Utc>, outcome: &RunOutcome, durati
             job = %job,
             tick = %tick,
             outcome = "skipped: paused",
-            "the job is paused (lockctl resume or scheduler::resume to resume it), skipping"
+            "the job is paused (lockctl resume or lock_scheduler::control::resume to resume it), skipping"
         ),
         RunOutcome::TimedOut(limit) => tracing::warn!(
             job = %job,

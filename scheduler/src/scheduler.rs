@@ -13,17 +13,18 @@ use tokio::sync::{broadcast, mpsc, watch};
 use crate::clock::{Clock, SystemClock};
 use crate::error::SchedulerError;
 use crate::handle::SchedulerHandle;
-use crate::history::Recorder;
 use crate::job::Job;
-use crate::manual;
 use crate::members::{self, Members};
+use crate::recorder::Recorder;
 use crate::report::{RunReport, ShutdownReport};
+use crate::run_taker;
 use crate::schedule::{Schedule, truncate};
 use crate::schema;
 use crate::shared::{JobEntry, Shared};
 use crate::signal::ShutdownSignals;
 use crate::state::State;
-use crate::timer;
+use crate::timer::resync::first_floors;
+use crate::timer::{self, Inputs};
 use crate::validate::validate;
 
 /// How long a replica that is not the preferred one for a job-tick waits before claiming it
@@ -75,7 +76,7 @@ impl SchedulerBuilder {
     }
 
     /// The wall clock slots are computed and awaited on (default [`SystemClock`]); tests use an
-    /// [`OffsetClock`](crate::OffsetClock) to simulate a replica with a skewed clock.
+    /// [`OffsetClock`](crate::clock::OffsetClock) to simulate a replica with a skewed clock.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
         self
@@ -195,8 +196,8 @@ impl Scheduler {
     /// each job with a [`Job::lock`] key (two Redis round trips; when Redis does not answer,
     /// at most about 7 s, then both are retried in the background), then one timer task fires
     /// every job's slots. Slots due before this call are run only as missed slots of `Job::lock`
-    /// jobs whose [`CatchUp`] policy allows it (see [`CatchUp`]). Must be called within a tokio
-    /// runtime.
+    /// jobs whose [`CatchUp`](crate::schedule::catch_up::CatchUp) policy allows it. Must be
+    /// called within a tokio runtime.
     pub async fn start(self) -> Result<SchedulerHandle, SchedulerError> {
         let (state_tx, state_rx) = watch::channel(State::Running);
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
@@ -213,17 +214,17 @@ impl Scheduler {
         // Slots up to now are not ours, whenever the timer first gets to run.
         let started = truncate(self.shared.clock.now());
         self.shared.with_registry(|registry| registry.clone_from(&self.jobs));
-        manual::spawn_taker(self.shared.clone(), state_rx.clone(), commands_tx.clone());
+        run_taker::spawn_taker(self.shared.clone(), state_rx.clone(), commands_tx.clone());
         let (resync_tx, resync_rx) = mpsc::unbounded_channel();
         let _ = self.shared.resync.set(resync_tx);
-        let floors = timer::first_floors(&self.shared, &self.jobs, started).await;
+        let floors = first_floors(&self.shared, &self.jobs, started).await;
         let timer = timer::spawn(
             self.shared.clone(),
             self.jobs.clone(),
             started,
             floors,
             state_rx,
-            timer::Inputs { commands: commands_rx, resync: resync_rx },
+            Inputs { commands: commands_rx, resync: resync_rx },
         );
         tracing::info!(
             instance = %self.shared.instance,

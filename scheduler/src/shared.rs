@@ -10,12 +10,13 @@ use lock_core::LockClient;
 use tokio::sync::{broadcast, mpsc};
 
 use crate::clock::Clock;
-use crate::history::{self, Recorder};
 use crate::job::{JobFn, JobLock};
 use crate::job_metrics::JobMetrics;
 use crate::members::Members;
+use crate::recorder::{self, Recorder};
 use crate::report::{RunOutcome, RunReport};
-use crate::schedule::{CatchUp, Schedule};
+use crate::schedule::Schedule;
+use crate::schedule::catch_up::CatchUp;
 
 /// Everything the timer and runs of one scheduler share.
 pub(crate) struct Shared {
@@ -110,9 +111,9 @@ impl Shared {
         outcome: &RunOutcome,
         duration: Duration,
     ) {
-        if history::recorded(outcome) {
+        if recorder::recorded(outcome) {
             self.recorder
-                .record(history::Record {
+                .record(recorder::Record {
                     job: job.name.clone(),
                     tick: slot.timestamp_millis(),
                     instance: self.instance.clone(),
@@ -134,7 +135,7 @@ impl Shared {
         duration: Duration,
     ) {
         self.recorder
-            .record(history::Record {
+            .record(recorder::Record {
                 job: job.name.clone(),
                 tick: manual.at_ms,
                 instance: self.instance.clone(),

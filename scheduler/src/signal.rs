@@ -26,11 +26,11 @@ impl fmt::Display for ShutdownSignal {
 /// Listeners for SIGTERM and Ctrl-C, registered when created so that a signal arriving before
 /// [`recv`](Self::recv) is awaited is not lost. Each `recv` waits for the next signal, so the
 /// first can start a graceful shutdown and the second force it (what
-/// [`Scheduler::run_until_signal`](crate::Scheduler::run_until_signal) does).
+/// [`Scheduler::run_until_signal`](crate::scheduler::Scheduler::run_until_signal) does).
 ///
 /// ```no_run
-/// # async fn demo(scheduler: scheduler::Scheduler) -> anyhow::Result<()> {
-/// use scheduler::ShutdownSignals;
+/// # async fn demo(scheduler: lock_scheduler::Scheduler) -> anyhow::Result<()> {
+/// use lock_scheduler::ShutdownSignals;
 ///
 /// let mut signals = ShutdownSignals::install()?;
 /// let handle = scheduler.start().await?;
@@ -94,9 +94,9 @@ impl fmt::Debug for ShutdownSignals {
 /// Resolves at the first SIGTERM or Ctrl-C (Ctrl-C only on non-Unix platforms). The listeners
 /// are registered when this is called, before it is first awaited.
 ///
-/// Use it with [`Scheduler::run_until`](crate::Scheduler::run_until) to combine it with your
+/// Use it with [`Scheduler::run_until`](crate::scheduler::Scheduler::run_until) to combine it with your
 /// own shutdown triggers; [`ShutdownSignals`] also sees a second signal, which
-/// [`Scheduler::run_until_signal`](crate::Scheduler::run_until_signal) uses to force the
+/// [`Scheduler::run_until_signal`](crate::scheduler::Scheduler::run_until_signal) uses to force the
 /// shutdown.
 pub fn shutdown_signal() -> io::Result<impl Future<Output = ShutdownSignal> + Send + 'static> {
     let mut signals = ShutdownSignals::install()?;

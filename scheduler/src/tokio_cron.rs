@@ -8,10 +8,10 @@
 //! Redis is reachable).
 //!
 //! ```no_run
-//! use scheduler::tokio_cron::once_per_tick;
+//! use lock_scheduler::tokio_cron::once_per_tick;
 //! use tokio_cron_scheduler::JobScheduler;
 //!
-//! # async fn demo(client: scheduler::lock_core::LockClient) -> anyhow::Result<()> {
+//! # async fn demo(client: lock_scheduler::lock_core::LockClient) -> anyhow::Result<()> {
 //! let sched = JobScheduler::new().await?;
 //! sched.add(once_per_tick(&client, "lock:report", "0 0 2 * * *", || async { println!("report") })?).await?;
 //! sched.start().await?;
@@ -29,7 +29,7 @@
 //!   an hour off. Slots are computed in the real zone, so replicas created on either side of
 //!   the change still agree on each slot; but a fire an hour off is more than `max_lateness`
 //!   after any slot and is skipped: such a job does not run until the `JobScheduler` (or the
-//!   job) is recreated. Not covered: use [`Scheduler`](crate::Scheduler) for jobs in zones
+//!   job) is recreated. Not covered: use [`Scheduler`](crate::scheduler::Scheduler) for jobs in zones
 //!   with DST.
 //! - **`shutdown()` does not wait for running jobs.** Covered on request: count the fires with
 //!   an [`InFlight`] ([`OncePerTick::in_flight`]) and wait for it after `shutdown()`
@@ -55,7 +55,9 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::job::{JobOutput, RunContext};
-use crate::schedule::{CatchUp, Schedule, ScheduleError};
+use crate::schedule::Schedule;
+use crate::schedule::catch_up::{CatchUp, ON_TIME};
+use crate::schedule::error::ScheduleError;
 
 /// The tokio-cron-scheduler crate the adapter builds jobs for.
 pub use tokio_cron_scheduler;
@@ -142,11 +144,11 @@ where
 /// [`job_with_context`](Self::job_with_context).
 ///
 /// ```no_run
-/// use scheduler::Tz;
-/// use scheduler::tokio_cron::OncePerTick;
+/// use lock_scheduler::Tz;
+/// use lock_scheduler::tokio_cron::OncePerTick;
 /// use tokio_cron_scheduler::JobScheduler;
 ///
-/// # async fn demo(client: scheduler::lock_core::LockClient) -> anyhow::Result<()> {
+/// # async fn demo(client: lock_scheduler::lock_core::LockClient) -> anyhow::Result<()> {
 /// let sched = JobScheduler::new().await?;
 /// let job = OncePerTick::new(&client, "lock:report", "0 0 2 * * *")
 ///     .time_zone(Tz::Europe__Berlin)
@@ -305,7 +307,7 @@ impl Adapter {
                 cron = self.schedule.expression(),
                 "tokio-cron-scheduler fired more than {:?} after any slot of the schedule in {} \
                  (a stalled runtime, or its UTC offset frozen before a DST change): skipping",
-                self.max_lateness.clamp(crate::ON_TIME, MAX_WINDOW),
+                self.max_lateness.clamp(ON_TIME, MAX_WINDOW),
                 self.tz
             );
             return;
@@ -360,10 +362,10 @@ impl Adapter {
 /// ```no_run
 /// use std::time::Duration;
 ///
-/// use scheduler::tokio_cron::{InFlight, OncePerTick};
+/// use lock_scheduler::tokio_cron::{InFlight, OncePerTick};
 /// use tokio_cron_scheduler::JobScheduler;
 ///
-/// # async fn demo(client: scheduler::lock_core::LockClient) -> anyhow::Result<()> {
+/// # async fn demo(client: lock_scheduler::lock_core::LockClient) -> anyhow::Result<()> {
 /// let in_flight = InFlight::new();
 /// let mut sched = JobScheduler::new().await?;
 /// sched.add(OncePerTick::new(&client, "lock:report", "0 0 2 * * *").in_flight(&in_flight).job(|| async {})?).await?;
@@ -417,9 +419,9 @@ impl Drop for Counted {
 }
 
 /// The slot a fire at `now` is for: the latest slot of `schedule` at or before `now`, if it is
-/// at most `max_lateness` (at least [`ON_TIME`](crate::ON_TIME)) old.
+/// at most `max_lateness` (at least [`ON_TIME`](crate::schedule::catch_up::ON_TIME)) old.
 fn slot_for(schedule: &Schedule, now: DateTime<Utc>, max_lateness: Duration) -> Option<DateTime<Utc>> {
-    let window = max_lateness.clamp(crate::ON_TIME, MAX_WINDOW);
+    let window = max_lateness.clamp(ON_TIME, MAX_WINDOW);
     let floor = now - TimeDelta::from_std(window).unwrap_or(TimeDelta::days(7)) - TimeDelta::seconds(1);
     schedule.due(floor, now, CatchUp::Latest(window))?.run
 }

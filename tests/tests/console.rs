@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use lock_console::Console;
 use lock_core::{LockClient, LockOptions};
-use scheduler::{Job, Scheduler, SchedulerHandle};
+use lock_scheduler::{Job, Scheduler, SchedulerHandle};
 use tests::harness::{AclUser, RedisServer, client, create_user, init_tracing, wait_until};
 use tests::http::{self, Response};
 
@@ -125,7 +125,7 @@ async fn every_endpoint_answers_from_redis_and_actions_need_the_token() {
     // Jobs: registered by the replicas, with their schedules, last runs and failures.
     assert!(
         wait_until(Duration::from_secs(8), || {
-            let history = s.server.cli(&["XLEN", &scheduler::history_key("fails").expect("key")]);
+            let history = s.server.cli(&["XLEN", &lock_scheduler::history_key("fails").expect("key")]);
             history.parse::<u64>().unwrap_or(0) >= 2
         })
         .await,
@@ -139,7 +139,7 @@ async fn every_endpoint_answers_from_redis_and_actions_need_the_token() {
     let report = job("report").expect("report listed");
     assert_eq!(report["schedule"], "* * * * * *");
     assert_eq!(report["time_zone"], "UTC");
-    assert_eq!(report["group"], scheduler::DEFAULT_GROUP);
+    assert_eq!(report["group"], lock_scheduler::DEFAULT_GROUP);
     assert_eq!(report["paused"], false);
     assert!(report["next_slot"].as_str().is_some(), "{report}");
     let fails = job("fails").expect("fails listed");
@@ -183,7 +183,7 @@ async fn every_endpoint_answers_from_redis_and_actions_need_the_token() {
     .await;
     assert_eq!((cross.status, cross.error_code().as_str()), (403, "cross_site"));
     assert_eq!(
-        s.server.cli(&["EXISTS", &scheduler::pause_key("report").expect("key")]),
+        s.server.cli(&["EXISTS", &lock_scheduler::pause_key("report").expect("key")]),
         "0",
         "nothing paused yet"
     );
@@ -191,7 +191,7 @@ async fn every_endpoint_answers_from_redis_and_actions_need_the_token() {
     let paused = act(addr, "POST", "/api/jobs/report/pause").await;
     assert_eq!(paused.status, 200, "{}", paused.body);
     assert_eq!(paused.json()["paused"], true);
-    let state = scheduler::pause_state(&s.console_client, "report").await.expect("pause state");
+    let state = lock_scheduler::control::pause_state(&s.console_client, "report").await.expect("pause state");
     assert!(state.paused.as_deref().is_some_and(|p| p.ends_with("by console")), "{state:?}");
     assert_eq!(
         http::get(addr, "/api/jobs").await.json()["jobs"].to_string().matches("\"paused\":true").count(),
@@ -249,7 +249,8 @@ async fn run_now_through_the_api_runs_once_on_one_of_three_replicas() {
     assert!(wait_until(Duration::from_secs(5), || s.manual_runs.load(Ordering::SeqCst) == 1).await);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
-        let history = scheduler::history(&s.console_client, "manual", 10).await.expect("history");
+        let history =
+            lock_scheduler::control::history(&s.console_client, "manual", 10).await.expect("history");
         if history.iter().any(|e| e.manual_by.as_deref() == Some("console")) {
             break;
         }
@@ -304,7 +305,7 @@ async fn bad_input_gets_a_4xx_naming_the_problem_and_modes_refuse_actions() {
     let refused = act(nt, "DELETE", "/api/locks/lock:report").await;
     assert_eq!((refused.status, refused.error_code().as_str()), (403, "no_token"));
     assert!(refused.body.contains("LOCKCTL_ADMIN_TOKEN"), "{}", refused.body);
-    assert_eq!(s.server.cli(&["EXISTS", &scheduler::pause_key("report").expect("key")]), "0");
+    assert_eq!(s.server.cli(&["EXISTS", &lock_scheduler::pause_key("report").expect("key")]), "0");
     let page = http::get(ro, "/jobs").await;
     assert!(page.body.contains("read-only") && !page.body.contains("data-url"), "no buttons: {}", page.body);
     assert!(matches!(

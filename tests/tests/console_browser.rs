@@ -18,7 +18,7 @@ use axum::response::Html;
 use axum::routing::get;
 use lock_console::Console;
 use lock_core::LockOptions;
-use scheduler::{Job, RunOutcome, Scheduler, SchedulerHandle};
+use lock_scheduler::{Job, RunOutcome, Scheduler, SchedulerHandle};
 use tests::harness::{RedisServer, client, init_tracing, wait_until};
 use tests::http;
 
@@ -188,7 +188,7 @@ async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_repl
         dom.contains("<pre id=\"result\">row says: paused</pre>"),
         "the page after pressing Pause: {dom}"
     );
-    let state = scheduler::pause_state(&holder, "report").await.expect("pause state");
+    let state = lock_scheduler::control::pause_state(&holder, "report").await.expect("pause state");
     assert!(state.paused.as_deref().is_some_and(|p| p.ends_with("by console")), "{state:?}");
     eprintln!("console_browser: pressed Pause in the page; Redis says: {:?}", state.paused);
     // Every replica skips the job from then on.

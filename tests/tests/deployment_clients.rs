@@ -431,9 +431,9 @@ async fn order_service_and_operations_run_on_a_cluster() {
     assert_eq!(listed, expected, "locks on every master are listed");
     let info = ops.inspect(&keys[0]).await.expect("read");
     assert_eq!(info.holder.and_then(|h| h.alive), Some(true));
-    scheduler::pause(&ops, "cluster-job").await.expect("pause");
-    assert_eq!(scheduler::jobs(&ops).await.expect("jobs"), ["cluster-job"]);
-    assert!(scheduler::resume(&ops, "cluster-job").await.expect("resume"));
+    lock_scheduler::control::pause(&ops, "cluster-job").await.expect("pause");
+    assert_eq!(lock_scheduler::control::jobs(&ops).await.expect("jobs"), ["cluster-job"]);
+    assert!(lock_scheduler::control::resume(&ops, "cluster-job").await.expect("resume"));
     for guard in guards {
         assert!(guard.release().await.expect("released"));
     }

@@ -145,7 +145,7 @@ fn deployments_clean_up_on_drop() {
 /// data servers, where the user is created and the logs are read.
 async fn lock_user_is_enough(url_for: impl Fn(&AclUser) -> String, nodes: &[String]) {
     use lock_core::{LockClient, LockOptions};
-    use scheduler::{Job, Scheduler};
+    use lock_scheduler::{Job, Scheduler};
 
     let user = AclUser::lock_user("lockuser", "fixture-pw", "lock:");
     for node in nodes {

@@ -1,11 +1,11 @@
-//! `crate = "..."`: an application that reaches lock-core only through `scheduler`'s
-//! re-export uses the attribute with `crate = "scheduler::lock_core"`. Nothing in this file
+//! `crate = "..."`: an application that reaches lock-core only through `lock-scheduler`'s
+//! re-export uses the attribute with `crate = "lock_scheduler::lock_core"`. Nothing in this file
 //! names `lock_core` directly; that the expansion does not either (every path goes through the
 //! `crate` option) is checked on its tokens by lock-macros' unit tests.
 
 use std::time::Duration;
 
-use scheduler::lock_core::{LockClient, LockError, LockOptions, distributed_lock};
+use lock_scheduler::lock_core::{LockClient, LockError, LockOptions, distributed_lock};
 use tests::harness::{RedisServer, init_tracing};
 
 struct Billing {
@@ -15,7 +15,7 @@ struct Billing {
 
 impl Billing {
     #[distributed_lock(
-        crate = "scheduler::lock_core",
+        crate = "lock_scheduler::lock_core",
         key = "reexport:invoice:{self.region}:{id}",
         wait = "1s",
         lease = "5s",
@@ -24,21 +24,21 @@ impl Billing {
     )]
     async fn invoice(&self, id: u64) -> Result<Option<u64>, LockError> {
         let _ = id;
-        Ok(scheduler::lock_core::current().and_then(|lock| lock.fence()))
+        Ok(lock_scheduler::lock_core::current().and_then(|lock| lock.fence()))
     }
 }
 
-#[distributed_lock(crate = "::scheduler::lock_core", key = "reexport:sweep", skip_if_held, client = client)]
+#[distributed_lock(crate = "::lock_scheduler::lock_core", key = "reexport:sweep", skip_if_held, client = client)]
 async fn sweep(client: &LockClient) -> Option<&'static str> {
     let _ = client;
     Some("swept")
 }
 
 mod nested {
-    use scheduler::lock_core::{LockClient, LockError, distributed_lock};
+    use lock_scheduler::lock_core::{LockClient, LockError, distributed_lock};
 
     /// A relative path resolves where the fn is, like any path written there.
-    #[distributed_lock(crate = "scheduler::lock_core", key = "reexport:nested", on_lost = "continue", client = client)]
+    #[distributed_lock(crate = "lock_scheduler::lock_core", key = "reexport:nested", on_lost = "continue", client = client)]
     pub(crate) async fn nested(client: &LockClient) -> Result<(), LockError> {
         let _ = client;
         Ok(())

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use lock_core::{LockClient, LockError, LockOptions, schema};
+use lock_scheduler::{Job, RunOutcome, Scheduler};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use scheduler::{Job, RunOutcome, Scheduler};
 use tests::harness::{RedisServer, init_tracing};
 
 /// (name, labels sorted as "k=v", value) of every metric recorded since the last snapshot
@@ -252,13 +252,13 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
     );
 
     // The run history has the runs and the paused slot, newest first.
-    let history = scheduler::history(&a, "metrics-job", 100).await.expect("history");
+    let history = lock_scheduler::control::history(&a, "metrics-job", 100).await.expect("history");
     assert!(history.iter().any(|e| e.outcome == "skipped: paused"), "{history:?}");
     assert!(
         history.iter().filter(|e| e.outcome == "ran" && e.instance == "pod-1").count() >= 2,
         "{history:?}"
     );
     assert!(history.windows(2).all(|w| w[0].id >= w[1].id), "newest first: {history:?}");
-    let ttl = server.cli(&["PTTL", &scheduler::history_key("metrics-job").expect("a valid job name")]);
+    let ttl = server.cli(&["PTTL", &lock_scheduler::history_key("metrics-job").expect("a valid job name")]);
     assert!(ttl.trim().parse::<i64>().is_ok_and(|ms| ms > 0), "the history expires: {ttl}");
 }

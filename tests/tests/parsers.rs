@@ -9,9 +9,9 @@
 use std::sync::LazyLock;
 
 use lock_core::{LockClient, LockError, MAX_KEY_LEN, validate_key};
+use lock_scheduler::chrono::{DateTime, TimeDelta, Utc};
+use lock_scheduler::{Schedule, ScheduleError, chrono_tz};
 use proptest::prelude::*;
-use scheduler::chrono::{DateTime, TimeDelta, Utc};
-use scheduler::{Schedule, ScheduleError, chrono_tz};
 
 /// A runtime to build clients in (building one may start its background tasks).
 static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
@@ -284,7 +284,7 @@ proptest! {
 fn name_is_valid(name: &str) -> bool {
     !name.trim().is_empty()
         && !name.chars().any(char::is_control)
-        && name.len() <= scheduler::schema::MAX_JOB_NAME_LEN
+        && name.len() <= lock_scheduler::schema::MAX_JOB_NAME_LEN
 }
 
 proptest! {
@@ -292,22 +292,22 @@ proptest! {
 
     #[test]
     fn a_job_name_is_judged_by_one_rule_and_its_keys_give_it_back(name in messy_text(30)) {
-        let problem = scheduler::schema::job_name_problem(&name);
+        let problem = lock_scheduler::schema::job_name_problem(&name);
         prop_assert_eq!(problem.is_none(), name_is_valid(&name), "{:?}: {:?}", name, problem);
-        let (pause, history) = (scheduler::pause_key(&name), scheduler::history_key(&name));
+        let (pause, history) = (lock_scheduler::pause_key(&name), lock_scheduler::history_key(&name));
         prop_assert_eq!(pause.is_ok(), problem.is_none());
         prop_assert_eq!(history.is_ok(), problem.is_none());
         if let (Ok(pause), Ok(history)) = (pause, history) {
-            prop_assert_eq!(scheduler::schema::job_of_key(&pause), Some(name.as_str()));
-            prop_assert_eq!(scheduler::schema::job_of_key(&history), Some(name.as_str()));
+            prop_assert_eq!(lock_scheduler::schema::job_of_key(&pause), Some(name.as_str()));
+            prop_assert_eq!(lock_scheduler::schema::job_of_key(&history), Some(name.as_str()));
         }
     }
 
     #[test]
     fn job_names_around_the_length_limit(
-        len in (scheduler::schema::MAX_JOB_NAME_LEN - 2)..(scheduler::schema::MAX_JOB_NAME_LEN + 2),
+        len in (lock_scheduler::schema::MAX_JOB_NAME_LEN - 2)..(lock_scheduler::schema::MAX_JOB_NAME_LEN + 2),
     ) {
         let name = "j".repeat(len);
-        prop_assert_eq!(scheduler::schema::job_name_problem(&name).is_none(), name_is_valid(&name));
+        prop_assert_eq!(lock_scheduler::schema::job_name_problem(&name).is_none(), name_is_valid(&name));
     }
 }

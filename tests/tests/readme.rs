@@ -1,5 +1,5 @@
 //! What README.md's "What is in Redis" table says is what `lock_core::schema` and
-//! `scheduler::schema` build: every name the schemas make appears there, spelled as they spell
+//! `lock_scheduler::schema` build: every name the schemas make appears there, spelled as they spell
 //! it.
 
 use lock_core::schema;
@@ -43,7 +43,7 @@ fn the_key_table_spells_every_name_the_schema_builds() {
 
 #[test]
 fn the_key_table_spells_every_name_the_scheduler_schema_builds() {
-    use scheduler::schema as sched;
+    use lock_scheduler::schema as sched;
     let table = key_table();
     let job = "<name>";
     let names = [

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use lock_core::LockClient;
-use scheduler::{ControlError, Job, Scheduler, SchedulerHandle};
+use lock_scheduler::control::ControlError;
+use lock_scheduler::{Job, Scheduler, SchedulerHandle};
 use tests::harness::{RedisServer, client, init_tracing, wait_until};
 use tokio::sync::Semaphore;
 
@@ -53,7 +54,7 @@ async fn manual_runs_reach(client: &LockClient, n: usize, timeout: Duration) -> 
 
 /// The manual runs in the job's history: (request id, requested by, outcome).
 async fn manual_runs(client: &LockClient) -> Vec<(String, String, String)> {
-    let history = scheduler::history(client, "report", 100).await.expect("history");
+    let history = lock_scheduler::control::history(client, "report", 100).await.expect("history");
     history.into_iter().filter_map(|e| Some((e.request?, e.manual_by?, e.outcome))).collect()
 }
 
@@ -65,12 +66,13 @@ async fn each_request_runs_once_on_one_replica_and_is_recorded() {
     let handles = replicas(&server, &runs, &gate).await;
     let operator = client(&server, "operator");
 
-    let request = scheduler::run_now(&operator, "report", "ana").await.expect("a replica takes it");
+    let request =
+        lock_scheduler::control::run_now(&operator, "report", "ana").await.expect("a replica takes it");
     assert_eq!((request.job.as_str(), request.by.as_str()), ("report", "ana"));
     assert!(manual_runs_reach(&operator, 1, Duration::from_secs(5)).await);
     assert_eq!(manual_runs(&operator).await, [(request.id.clone(), "ana".into(), "ran".into())]);
     assert_eq!(runs.load(Ordering::SeqCst), 1, "one replica ran it");
-    assert_eq!(server.cli(&["HLEN", &scheduler::schema::runs_key(scheduler::DEFAULT_GROUP)]), "0");
+    assert_eq!(server.cli(&["HLEN", &lock_scheduler::schema::runs_key(lock_scheduler::DEFAULT_GROUP)]), "0");
 
     // Requests from several operators at once: each one accepted runs (or is reported
     // skipped) exactly once; the others are told a run is already pending.
@@ -78,9 +80,9 @@ async fn each_request_runs_once_on_one_replica_and_is_recorded() {
     for round in 0..5 {
         let asks = (0..4).map(|i| {
             let operator = operator.clone();
-            tokio::spawn(
-                async move { scheduler::run_now(&operator, "report", &format!("op-{round}-{i}")).await },
-            )
+            tokio::spawn(async move {
+                lock_scheduler::control::run_now(&operator, "report", &format!("op-{round}-{i}")).await
+            })
         });
         for ask in futures_util::future::join_all(asks).await {
             match ask.expect("task") {
@@ -112,7 +114,7 @@ async fn one_run_blocked() -> (RedisServer, Arc<AtomicUsize>, Arc<Semaphore>, Ve
     let (runs, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Semaphore::new(0)));
     let handles = replicas(&server, &runs, &gate).await;
     let operator = client(&server, "operator");
-    scheduler::run_now(&operator, "report", "ana").await.expect("taken");
+    lock_scheduler::control::run_now(&operator, "report", "ana").await.expect("taken");
     assert!(wait_until(Duration::from_secs(5), || runs.load(Ordering::SeqCst) == 1).await, "started");
     (server, runs, gate, handles, operator)
 }
@@ -121,7 +123,7 @@ async fn one_run_blocked() -> (RedisServer, Arc<AtomicUsize>, Arc<Semaphore>, Ve
 async fn a_running_job_is_skipped_and_reported_and_errors_say_why() {
     let (_server, runs, gate, handles, operator) = one_run_blocked().await;
     // Blocked in its body, holding the job's lock: the next request is taken and skipped.
-    scheduler::run_now(&operator, "report", "bo").await.expect("taken");
+    lock_scheduler::control::run_now(&operator, "report", "bo").await.expect("taken");
     assert!(manual_runs_reach(&operator, 1, Duration::from_secs(5)).await);
     let skipped = manual_runs(&operator).await;
     assert_eq!(skipped[0].1, "bo");
@@ -130,16 +132,19 @@ async fn a_running_job_is_skipped_and_reported_and_errors_say_why() {
     assert!(manual_runs_reach(&operator, 2, Duration::from_secs(5)).await);
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the skipped request did not run the job");
 
-    match scheduler::run_now(&operator, "no-such-job", "ana").await {
+    match lock_scheduler::control::run_now(&operator, "no-such-job", "ana").await {
         Err(ControlError::UnknownJob { job }) => assert_eq!(job, "no-such-job"),
         other => panic!("unknown job: {other:?}"),
     }
-    assert!(matches!(scheduler::run_now(&operator, "a\nb", "ana").await, Err(ControlError::InvalidJob(_))));
+    assert!(matches!(
+        lock_scheduler::control::run_now(&operator, "a\nb", "ana").await,
+        Err(ControlError::InvalidJob(_))
+    ));
     for handle in handles {
         handle.shutdown().await;
     }
     // The replicas left their group; the registry outlives them for a few seconds.
-    match scheduler::run_now(&operator, "report", "ana").await {
+    match lock_scheduler::control::run_now(&operator, "report", "ana").await {
         Err(e @ ControlError::NoLiveReplica { .. }) => {
             assert!(e.to_string().contains("no live scheduler replica"), "{e}")
         }

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use deadpool_redis::redis;
 use lock_core::{LockClient, distributed_lock};
-use scheduler::chrono::{DateTime, DurationRound, TimeDelta, TimeZone, Utc};
-use scheduler::{
+use lock_scheduler::chrono::{DateTime, DurationRound, TimeDelta, TimeZone, Utc};
+use lock_scheduler::{
     CatchUp, Job, OffsetClock, RunOutcome, RunReport, Schedule, ScheduleError, Scheduler, SchedulerError,
     SchedulerHandle,
 };
@@ -174,7 +174,7 @@ fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap()
 }
 
-fn rfc3339(times: &[DateTime<scheduler::Tz>]) -> Vec<String> {
+fn rfc3339(times: &[DateTime<lock_scheduler::Tz>]) -> Vec<String> {
     times.iter().map(DateTime::to_rfc3339).collect()
 }
 
@@ -271,7 +271,7 @@ async fn three_skewed_replicas_run_each_tick_exactly_once() {
 }
 
 #[distributed_lock(key = "lock:annotated", skip_if_held, client = client)]
-async fn annotated_job(client: &LockClient, ctx: scheduler::RunContext) -> anyhow::Result<()> {
+async fn annotated_job(client: &LockClient, ctx: lock_scheduler::RunContext) -> anyhow::Result<()> {
     redis_cmd::<i64>(client, &["INCR", &format!("annotated:{}", ctx.tick())]).await?;
     Ok(())
 }
@@ -430,7 +430,8 @@ async fn a_replica_dying_mid_run_frees_the_lock_at_lease_expiry_and_another_runs
     // Freed by lease expiry (at most the 1 s lease after the last renewal), then the next tick
     // (<= 1 s), plus the claim grace when the dead replica, still a member until its
     // membership lapses, is that tick's preferred replica; 0.5 s for scheduling.
-    let bound = lease + Duration::from_secs(1) + scheduler::DEFAULT_CLAIM_GRACE + Duration::from_millis(500);
+    let bound =
+        lease + Duration::from_secs(1) + lock_scheduler::DEFAULT_CLAIM_GRACE + Duration::from_millis(500);
     assert!(freed_after < bound, "freed after {freed_after:?} (bound {bound:?})");
     assert!(
         reports.iter().filter(|r| r.tick < first_run.tick).all(|r| r.outcome == RunOutcome::SkippedHeld),
@@ -539,7 +540,7 @@ async fn sigterm_lets_the_running_job_finish_then_releases_its_lock() {
     tokio::io::AsyncReadExt::read_to_string(&mut replica.child.stderr.take().unwrap(), &mut stderr)
         .await
         .unwrap();
-    let ours: Vec<&str> = stderr.lines().filter(|l| l.contains(" scheduler::")).collect();
+    let ours: Vec<&str> = stderr.lines().filter(|l| l.contains(" lock_scheduler::")).collect();
     assert!(!ours.is_empty(), "{stderr}");
     assert!(ours.iter().all(|l| l.contains("instance=pod-term")), "{stderr}");
     let ran = ours.iter().find(|l| l.contains("job ran")).unwrap_or_else(|| panic!("{stderr}"));
@@ -805,7 +806,7 @@ async fn missed_slots_are_caught_up_at_most_once() {
     let runs: Arc<Mutex<Vec<i64>>> = Arc::default();
     let record = |runs: &Arc<Mutex<Vec<i64>>>| {
         let runs = runs.clone();
-        move |ctx: scheduler::RunContext| {
+        move |ctx: lock_scheduler::RunContext| {
             runs.lock().unwrap().push(ctx.tick());
             async {}
         }
@@ -958,8 +959,8 @@ fn a_frozen_utc_offset_drifts_an_hour_after_a_dst_change_but_the_real_zone_does_
     let frozen = Schedule::new("0 0 2 * * *", Some("Etc/GMT-1")).unwrap();
     let real = Schedule::new("0 0 2 * * *", Some("Europe/Berlin")).unwrap();
     let from = utc(2025, 3, 31, 12, 0, 0); // after the change
-    let berlin = |t: &DateTime<scheduler::Tz>| {
-        t.with_timezone(&"Europe/Berlin".parse::<scheduler::Tz>().unwrap()).format("%H:%M").to_string()
+    let berlin = |t: &DateTime<lock_scheduler::Tz>| {
+        t.with_timezone(&"Europe/Berlin".parse::<lock_scheduler::Tz>().unwrap()).format("%H:%M").to_string()
     };
     assert_eq!(
         frozen.upcoming(from, 2).iter().map(berlin).collect::<Vec<_>>(),
@@ -1036,7 +1037,10 @@ fn an_invalid_cron_expression_or_time_zone_is_a_typed_error_naming_the_job() {
         build(Job::new("report", "0 0 2 * * *", || async {}).time_zone("Europe/Berlin").lock("lock:report"))
             .unwrap();
     assert_eq!(ok.instance_id(), client.instance_id());
-    assert_eq!(ok.schedule("report").unwrap().time_zone(), "Europe/Berlin".parse::<scheduler::Tz>().unwrap());
+    assert_eq!(
+        ok.schedule("report").unwrap().time_zone(),
+        "Europe/Berlin".parse::<lock_scheduler::Tz>().unwrap()
+    );
 }
 
 /// Pause / resume reach every replica: once paused, each replica reports its slots as
@@ -1061,8 +1065,10 @@ async fn a_paused_job_is_skipped_on_every_replica_until_resumed() {
     assert!(wait_until(Duration::from_secs(30), || ran(&replicas) >= 1).await, "a first run");
 
     let admin = client(&server, "admin");
-    scheduler::pause(&admin, "paused-job").await.expect("paused");
-    assert!(scheduler::pause_state(&admin, "paused-job").await.expect("state").paused.is_some());
+    lock_scheduler::control::pause(&admin, "paused-job").await.expect("paused");
+    assert!(
+        lock_scheduler::control::pause_state(&admin, "paused-job").await.expect("state").paused.is_some()
+    );
     // A tick that both replicas report as paused.
     let paused_ticks = |replicas: &[(SchedulerHandle, Reports)]| -> BTreeSet<i64> {
         let per: Vec<BTreeSet<i64>> = replicas
@@ -1088,7 +1094,7 @@ async fn a_paused_job_is_skipped_on_every_replica_until_resumed() {
             assert_eq!(here[0].outcome, RunOutcome::SkippedPaused, "{here:#?}");
         }
     }
-    let history = scheduler::history(&admin, "paused-job", 50).await.expect("history");
+    let history = lock_scheduler::control::history(&admin, "paused-job", 50).await.expect("history");
     assert!(history.iter().filter(|e| e.outcome == "skipped: paused").count() >= 4, "{history:#?}");
 
     assert!(replicas[0].0.resume("paused-job").await.expect("resumed"));

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use scheduler::chrono::Utc;
-use scheduler::{CatchUp, Job, RunContext, Scheduler, SchedulerHandle};
+use lock_scheduler::chrono::Utc;
+use lock_scheduler::{CatchUp, Job, RunContext, Scheduler, SchedulerHandle};
 use tests::harness::{RedisServer, client, init_tracing, wait_until};
 
 /// Every run: (job, tick, instance).

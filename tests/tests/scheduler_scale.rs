@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use scheduler::chrono::Utc;
-use scheduler::{Job, RunContext, RunOutcome, RunReport, Scheduler, SchedulerError, SchedulerHandle};
+use lock_scheduler::chrono::Utc;
+use lock_scheduler::{Job, RunContext, RunOutcome, RunReport, Scheduler, SchedulerError, SchedulerHandle};
 use tests::harness::{RedisServer, client, init_tracing, wait_until};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -146,7 +146,7 @@ async fn a_dead_preferred_replica_costs_only_the_claim_grace() {
     // A replica that announced itself, then died: it stays a member until its announcement
     // lapses (here: for the whole test), and is preferred for about half of the job-ticks.
     let far = (Utc::now().timestamp_millis() + 600_000).to_string();
-    server.cli(&["ZADD", &scheduler::schema::members_key("ghost"), &far, "ghost-dead"]);
+    server.cli(&["ZADD", &lock_scheduler::schema::members_key("ghost"), &far, "ghost-dead"]);
     let (handle, _) = &replicas[0];
     assert!(
         wait_until(Duration::from_secs(10), || handle.live_replicas().len() == 2).await,
@@ -199,7 +199,8 @@ async fn every_key_the_scheduler_writes_expires() {
         }
     };
     check("running");
-    let members: i64 = server.cli(&["PTTL", &scheduler::schema::members_key("ttl")]).parse().expect("PTTL");
+    let members: i64 =
+        server.cli(&["PTTL", &lock_scheduler::schema::members_key("ttl")]).parse().expect("PTTL");
     assert!((1..=10_000).contains(&members), "the members set expires within 10 s: {members}");
     for (handle, _) in replicas {
         handle.shutdown().await;
@@ -215,7 +216,7 @@ async fn a_history_deleted_while_its_job_runs_comes_back_with_an_expiry() {
     let server = RedisServer::start();
     let runs: Runs = Arc::default();
     let replicas = replicas(&server, "gone", 1, 1, Duration::from_millis(300), &runs).await;
-    let key = scheduler::schema::history_key("gone-job-0").expect("a valid job name");
+    let key = lock_scheduler::schema::history_key("gone-job-0").expect("a valid job name");
     let exists = || server.cli(&["EXISTS", &key]) == "1";
     assert!(wait_until(Duration::from_secs(5), exists).await, "the history is written");
     server.cli(&["DEL", &key]);
@@ -234,15 +235,15 @@ async fn a_history_deleted_while_its_job_runs_comes_back_with_an_expiry() {
     }
 }
 
-/// A history longer than [`scheduler::HISTORY_LEN`] (a job that ran for a long time) is trimmed
+/// A history longer than [`lock_scheduler::HISTORY_LEN`] (a job that ran for a long time) is trimmed
 /// to about that length by the first entry a replica writes to it, the one renewing its expiry
 /// (the others do not trim: that would cost Redis on every run).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_history_is_trimmed_when_a_replica_renews_it() {
     init_tracing();
     let server = RedisServer::start();
-    let key = scheduler::schema::history_key("trim-job-0").expect("a valid job name");
-    let extra = scheduler::HISTORY_LEN + 500;
+    let key = lock_scheduler::schema::history_key("trim-job-0").expect("a valid job name");
+    let extra = lock_scheduler::HISTORY_LEN + 500;
     server.cli(&[
         "EVAL",
         "for i = 1, tonumber(ARGV[1]) do redis.call('XADD', KEYS[1], '*', 'tick', i) end",
@@ -262,9 +263,9 @@ async fn a_long_history_is_trimmed_when_a_replica_renews_it() {
     // have been added since.
     let kept = len();
     assert!(
-        (scheduler::HISTORY_LEN..=scheduler::HISTORY_LEN + 110).contains(&kept),
+        (lock_scheduler::HISTORY_LEN..=lock_scheduler::HISTORY_LEN + 110).contains(&kept),
         "{kept} entries kept, about {} expected",
-        scheduler::HISTORY_LEN
+        lock_scheduler::HISTORY_LEN
     );
     let ttl: i64 = server.cli(&["PTTL", &key]).parse().expect("a PTTL");
     assert!(ttl > 0, "the trimmed history has its expiry (PTTL {ttl})");
@@ -279,7 +280,7 @@ async fn a_paused_job_stays_paused_beside_a_job_whose_tick_key_is_unreadable() {
     let server = RedisServer::start();
     let runs: Runs = Arc::default();
     let control = client(&server, "control");
-    scheduler::pause(&control, "bad-job-0").await.expect("pause");
+    lock_scheduler::control::pause(&control, "bad-job-0").await.expect("pause");
     // The other job's tick key is a list: reading it fails (WRONGTYPE), as does its claim.
     server.cli(&["RPUSH", &lock_core::schema::tick_key("lock:bad-job-1"), "x"]);
     let replicas = replicas(&server, "bad", 2, 2, Duration::from_millis(200), &runs).await;

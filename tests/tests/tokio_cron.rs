@@ -1,4 +1,4 @@
-//! `scheduler::tokio_cron` against a real redis-server: jobs of plain tokio-cron-scheduler
+//! `lock_scheduler::tokio_cron` against a real redis-server: jobs of plain tokio-cron-scheduler
 //! `JobScheduler`s, one per replica, run once per tick across the replicas.
 
 use std::collections::BTreeMap;
@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lock_core::LockClient;
-use scheduler::chrono::Utc;
-use scheduler::tokio_cron::tokio_cron_scheduler::JobScheduler;
-use scheduler::tokio_cron::{InFlight, OncePerTick, once_per_tick};
+use lock_scheduler::chrono::Utc;
+use lock_scheduler::tokio_cron::tokio_cron_scheduler::JobScheduler;
+use lock_scheduler::tokio_cron::{InFlight, OncePerTick, once_per_tick};
 use tests::harness::{RedisServer, init_tracing, wait_until};
 
 fn client(server: &RedisServer, instance: &str) -> LockClient {

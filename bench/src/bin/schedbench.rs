@@ -41,8 +41,8 @@ use clap::Parser;
 use clap::builder::RangedU64ValueParser;
 use lock_core::LockClient;
 use lock_core::redis::{self, aio::MultiplexedConnection};
-use scheduler::chrono::Utc;
-use scheduler::{Job, RunContext, Scheduler};
+use lock_scheduler::chrono::Utc;
+use lock_scheduler::{Job, RunContext, Scheduler};
 
 #[path = "../server.rs"]
 #[allow(dead_code, reason = "shared with lockbench, which uses all of it")]

@@ -70,7 +70,7 @@ pub mod field {
     pub const TICK: &str = "tick";
     /// The instance that recorded the run.
     pub const INSTANCE: &str = "instance";
-    /// The outcome's label ([`RunOutcome::label`](crate::RunOutcome::label)).
+    /// The outcome's label ([`RunOutcome::label`](crate::report::RunOutcome::label)).
     pub const OUTCOME: &str = "outcome";
     /// How long the run took, ms.
     pub const DURATION_MS: &str = "duration_ms";

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use lock_core::{LockClient, LockOptions};
-use scheduler::{Job, Scheduler};
+use lock_scheduler::{Job, Scheduler};
 use tests::nemesis::{
     COMMAND_TIMEOUT, Event, JOB_LOCK, LIVENESS_TTL, LOCKS, Mode, PERMITS, RW_LOCK, Rng, SEMAPHORE,
     WATCHDOG_LEASE, What, now_us,

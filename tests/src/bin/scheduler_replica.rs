@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use lock_core::LockClient;
-use scheduler::{Job, Scheduler};
+use lock_scheduler::{Job, Scheduler};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {

@@ -1,11 +1,11 @@
-//! A job's run history: a capped, expiring Redis stream per job ([`schema::history_key`]),
-//! written in batches by the [`Recorder`] and read by [`history`] (and `lockctl history`).
+//! Writing a job's run history: the [`Recorder`] appends each run to the job's capped, expiring
+//! Redis stream ([`schema::history_key`]), the runs that end together in one round trip.
+//! [`control::history`](crate::control::history::history) reads it back.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use lock_core::LockClient;
 use lock_core::redis;
 use tokio::sync::{mpsc, oneshot};
@@ -13,87 +13,8 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::command::{self, query};
-use crate::error::ControlError;
 use crate::report::RunOutcome;
 use crate::schema::{self, HISTORY_LEN, HISTORY_TTL, field, history_key};
-
-/// One run of a job, as recorded in its history.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct HistoryEntry {
-    /// The stream entry id (`<ms>-<seq>`, the time it was recorded).
-    pub id: String,
-    /// The slot, epoch milliseconds (the tick claimed in Redis).
-    pub tick: i64,
-    /// The slot as a time.
-    pub slot: Option<DateTime<Utc>>,
-    /// The instance that recorded it.
-    pub instance: String,
-    /// The outcome's label (`ran`, `failed`, `cancelled`, `timed out`, `missed`, `skipped: paused`).
-    pub outcome: String,
-    /// How long the run took.
-    pub duration: Duration,
-    /// The error of a failed run, or what a missed record counts.
-    pub error: Option<String>,
-    /// Who asked for it, for a manual ("run now") run (its `tick` is then the request's time).
-    pub manual_by: Option<String>,
-    /// The "run now" request a manual run served.
-    pub request: Option<String>,
-}
-
-/// The last `n` runs of `job`, newest first.
-pub async fn history(client: &LockClient, job: &str, n: usize) -> Result<Vec<HistoryEntry>, ControlError> {
-    let key = history_key(job)?;
-    let mut pipe = redis::pipe();
-    pipe.cmd("XREVRANGE").arg(&key).arg("+").arg("-").arg("COUNT").arg(n.max(1));
-    let (entries,): (Vec<StreamEntry>,) = query(client, "reading a job's run history", &pipe).await?;
-    Ok(entries.into_iter().take(n).map(|(id, fields)| entry(id, fields)).collect())
-}
-
-/// The runs of `job` recorded at or after `since` (the entries' ids are their record times),
-/// newest first, at most `n` of them (the history keeps about [`HISTORY_LEN`] in all).
-pub async fn history_since(
-    client: &LockClient,
-    job: &str,
-    since: DateTime<Utc>,
-    n: usize,
-) -> Result<Vec<HistoryEntry>, ControlError> {
-    let key = history_key(job)?;
-    let mut pipe = redis::pipe();
-    let min = since.timestamp_millis().max(0);
-    pipe.cmd("XREVRANGE").arg(&key).arg("+").arg(min).arg("COUNT").arg(n.max(1));
-    let (entries,): (Vec<StreamEntry>,) = query(client, "reading a job's run history", &pipe).await?;
-    Ok(entries.into_iter().take(n).map(|(id, fields)| entry(id, fields)).collect())
-}
-
-/// A stream entry as XRANGE returns it: its id and its field-value pairs.
-type StreamEntry = (String, Vec<(String, String)>);
-
-fn entry(id: String, fields: Vec<(String, String)>) -> HistoryEntry {
-    let get = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-    let tick = get(field::TICK).and_then(|t| t.parse().ok()).unwrap_or_default();
-    HistoryEntry {
-        id,
-        tick,
-        slot: DateTime::from_timestamp_millis(tick),
-        instance: get(field::INSTANCE).unwrap_or_default(),
-        outcome: get(field::OUTCOME).unwrap_or_default(),
-        duration: Duration::from_millis(
-            get(field::DURATION_MS).and_then(|d| d.parse().ok()).unwrap_or_default(),
-        ),
-        error: get(field::ERROR),
-        manual_by: get(field::MANUAL_BY),
-        request: get(field::REQUEST),
-    }
-}
-
-/// The jobs that have a run history or a pause flag in Redis (`SCAN`, never `KEYS`), sorted.
-pub async fn jobs(client: &LockClient) -> Result<Vec<String>, ControlError> {
-    let keys = command::scan(client, "listing jobs", &schema::job_keys_pattern()).await?;
-    let names: std::collections::BTreeSet<&str> =
-        keys.iter().filter_map(|key| schema::job_of_key(key)).collect();
-    Ok(names.into_iter().map(str::to_owned).collect())
-}
 
 /// Whether a run with this outcome goes into the history: runs (whatever their end), missed
 /// slots and paused slots; not the skips of replicas that lost the race for a slot.

@@ -1,0 +1,33 @@
+//! The admin calls: what an operator (or `lockctl`, or the console) does to the jobs of running
+//! schedulers, from any process with a [`LockClient`](lock_core::LockClient), through Redis.
+//!
+//! - pause and resume a job on every replica at once ([`pause`], [`resume`], [`pause_state`]);
+//! - read its run history ([`history`], [`history_since`], [`jobs`]);
+//! - run it once now on one live replica ([`run_now`], [`request_run`], [`wait_taken`]);
+//! - see which jobs and replicas the running scheduler groups announce ([`registered_jobs`],
+//!   [`replicas`]).
+//!
+//! Each fails with a [`ControlError`].
+//!
+//! ```no_run
+//! use lock_scheduler::control;
+//!
+//! # async fn demo(client: lock_scheduler::lock_core::LockClient) -> Result<(), control::ControlError> {
+//! control::pause(&client, "daily-report").await?;
+//! for run in control::history(&client, "daily-report", 10).await? {
+//!     println!("tick {} on {}: {} in {:?}", run.tick, run.instance, run.outcome, run.duration);
+//! }
+//! control::resume(&client, "daily-report").await?;
+//! # Ok(()) }
+//! ```
+
+pub(crate) mod directory;
+pub(crate) mod history;
+pub(crate) mod pause;
+pub(crate) mod run_now;
+
+pub use crate::error::ControlError;
+pub use directory::{RegisteredJob, Replica, registered_jobs, replicas};
+pub use history::{HistoryEntry, history, history_since, jobs};
+pub use pause::{PauseState, pause, pause_by, pause_state, resume};
+pub use run_now::{RunRequest, request_run, run_now, wait_taken};

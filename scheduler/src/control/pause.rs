@@ -1,0 +1,54 @@
+//! Pausing and resuming a job on every replica at once: a flag in Redis
+//! ([`schema::pause_key`](crate::schema::pause_key)) that each replica checks when it is about to claim a slot.
+
+use chrono::Utc;
+use lock_core::LockClient;
+use lock_core::redis;
+
+use crate::command::query;
+use crate::error::ControlError;
+use crate::schema::pause_key;
+
+/// Whether a job is paused, and since when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PauseState {
+    /// The job's name.
+    pub job: String,
+    /// What the pause flag says (who paused it, when), if set.
+    pub paused: Option<String>,
+}
+
+/// Pauses `job` on every replica: from the next slot on, each replica records the slot as
+/// [`RunOutcome::SkippedPaused`](crate::report::RunOutcome::SkippedPaused) instead of running it, until [`resume`]. A run already in
+/// progress is not stopped. `by` says who paused it (shown by `lockctl`).
+pub async fn pause_by(client: &LockClient, job: &str, by: &str) -> Result<(), ControlError> {
+    let key = pause_key(job)?;
+    let value = format!("{} by {by}", Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    let mut pipe = redis::pipe();
+    pipe.cmd("SET").arg(&key).arg(value).ignore();
+    query::<()>(client, "pausing a job", &pipe).await
+}
+
+/// Pauses `job` on every replica (see [`pause_by`]), naming this client's instance.
+pub async fn pause(client: &LockClient, job: &str) -> Result<(), ControlError> {
+    pause_by(client, job, client.instance_id()).await
+}
+
+/// Resumes a paused `job`; returns whether it was paused.
+pub async fn resume(client: &LockClient, job: &str) -> Result<bool, ControlError> {
+    let key = pause_key(job)?;
+    let mut pipe = redis::pipe();
+    pipe.cmd("DEL").arg(&key);
+    let (deleted,): (i64,) = query(client, "resuming a job", &pipe).await?;
+    Ok(deleted == 1)
+}
+
+/// Whether `job` is paused, and by whom.
+pub async fn pause_state(client: &LockClient, job: &str) -> Result<PauseState, ControlError> {
+    let key = pause_key(job)?;
+    let mut pipe = redis::pipe();
+    pipe.cmd("GET").arg(&key);
+    let (paused,): (Option<String>,) = query(client, "reading a job's pause flag", &pipe).await?;
+    Ok(PauseState { job: job.to_owned(), paused })
+}

@@ -1,0 +1,90 @@
+//! The timer's set of jobs: jobs added and removed while it runs, runs adopted, and each job's
+//! next slot queued.
+
+use std::cmp::Reverse;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::run::Running;
+use crate::schedule::truncate;
+use crate::shared::JobEntry;
+use crate::timer::{Scheduled, Timer};
+
+/// Changes to the set of jobs of a running scheduler.
+pub(crate) enum Command {
+    /// Schedule a (validated) job from now on.
+    Add(Arc<JobEntry>),
+    /// Stop scheduling a job; its run in flight, if any, goes on (and is waited for at
+    /// shutdown).
+    Remove(Arc<str>),
+    /// Keep track of a run started outside the schedule (a "run now" request this replica
+    /// took), so that shutdown waits for it, or cancels it, like a slot's run.
+    Adopt(Arc<JobEntry>, Running),
+}
+
+impl Timer {
+    /// Queues `entry`'s first slot after `floor`.
+    pub(super) fn add(&mut self, entry: Arc<JobEntry>, floor: DateTime<Utc>) {
+        self.seq += 1;
+        let name = entry.name.clone();
+        let job = Scheduled {
+            entry,
+            floor,
+            seq: self.seq,
+            current: None,
+            deferred: None,
+            backlog: VecDeque::new(),
+            catching_up: None,
+            resyncing: false,
+        };
+        if let Some(old) = self.jobs.insert(name.clone(), job) {
+            self.orphan(old);
+        }
+        self.requeue(&name);
+    }
+
+    /// Applies a change to the set of jobs.
+    pub(super) fn apply(&mut self, command: Command) {
+        match command {
+            Command::Add(entry) => {
+                tracing::info!(job = %entry.name, schedule = %entry.schedule, "job added");
+                self.add(entry, truncate(self.shared.clock.now()));
+            }
+            Command::Remove(name) => {
+                if let Some(job) = self.jobs.remove(&name) {
+                    tracing::info!(job = %name, "job removed");
+                    self.orphan(job);
+                }
+            }
+            Command::Adopt(entry, run) => {
+                self.orphans.retain(|(_, run)| !run.is_finished());
+                self.orphans.push((entry, run));
+            }
+        }
+    }
+
+    /// Keeps the run in flight of a job that is no longer scheduled.
+    fn orphan(&mut self, job: Scheduled) {
+        self.orphans.retain(|(_, run)| !run.is_finished());
+        if let Some(run) = job.current.filter(|run| !run.is_finished()) {
+            self.orphans.push((job.entry, run));
+        }
+    }
+
+    /// Queues the first slot after `name`'s floor (a new entry; the previous one goes stale).
+    pub(super) fn requeue(&mut self, name: &Arc<str>) {
+        self.seq += 1;
+        let seq = self.seq;
+        let Some(job) = self.jobs.get_mut(name) else { return };
+        job.seq = seq;
+        match self.next_slots.next_after(&job.entry.schedule, job.floor) {
+            Some(next) => self.queue.push(Reverse((next.with_timezone(&Utc), seq, name.clone()))),
+            None => tracing::warn!(
+                job = %name,
+                "the schedule has no further fire times; the job will not run again"
+            ),
+        }
+    }
+}
