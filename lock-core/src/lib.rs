@@ -1,4 +1,6 @@
 #![doc = include_str!("../README.md")]
+#![doc = include_str!("overview.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[doc(hidden)]
 #[path = "macro_support.rs"]

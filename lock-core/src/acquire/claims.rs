@@ -30,7 +30,7 @@ use crate::schema::hold::Hold;
 use crate::telemetry::Acquisition;
 use std::future::Future;
 
-/// One lock of a batched claim ([`LockClient::claim_ticks`]): its key, the tick to claim with
+/// One lock of a batched claim ([`LockClient::claim_ticks`](crate::LockClient::claim_ticks)): its key, the tick to claim with
 /// it, and how to take it.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -50,7 +50,7 @@ impl<'a> ClaimRequest<'a> {
     }
 }
 
-/// What [`LockClient::claim_ticks`] did for one lock.
+/// What [`LockClient::claim_ticks`](crate::LockClient::claim_ticks) did for one lock.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Claim {
@@ -69,7 +69,7 @@ pub enum Claim {
     },
 }
 
-/// A lock taken with its tick claimed by [`LockClient::claim_ticks`]: the proof of ownership,
+/// A lock taken with its tick claimed by [`LockClient::claim_ticks`](crate::LockClient::claim_ticks): the proof of ownership,
 /// waiting for its body. Dropping it releases the lock in the background.
 #[derive(Debug)]
 pub struct ClaimedTick {
@@ -94,7 +94,7 @@ impl ClaimedTick {
         self.tick
     }
 
-    /// Runs `fut` holding the lock, as a locked section ([`LockClient::with_lock`]): locked
+    /// Runs `fut` holding the lock, as a locked section ([`LockClient::with_lock`](crate::LockClient::with_lock)): locked
     /// sections inside it that ask for the same key share the hold, a loss is handled per the
     /// request's `on_lost` ([`LockError::Lost`] when the body was cancelled), and the lock is
     /// released when `fut` ends. Releases of claimed ticks' locks go out in groups, at most

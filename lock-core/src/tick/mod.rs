@@ -9,13 +9,13 @@
 //! otherwise run twice.
 //!
 //! Two doors:
-//! - [`LockClient::run_tick`]: take the job's lock and claim the tick in one call, and learn
+//! - [`LockClient::run_tick`](crate::LockClient::run_tick): take the job's lock and claim the tick in one call, and learn
 //!   whether the body ran, the tick was claimed elsewhere, or the lock was held.
-//! - [`LockClient::claim_ticks`]: claim one slot's tick for many locks at once (one round trip
+//! - [`LockClient::claim_ticks`](crate::LockClient::claim_ticks): claim one slot's tick for many locks at once (one round trip
 //!   per Redis node), then run each body with [`ClaimedTick::run`]. This is how the
 //!   `scheduler` crate claims the slots of jobs whose lock it knows.
 //! - [`scope`]: run a future as the run of a tick; its first locked section
-//!   ([`LockClient::with_lock`] or a `#[distributed_lock]` fn) claims the tick with its lock.
+//!   ([`LockClient::with_lock`](crate::LockClient::with_lock) or a `#[distributed_lock]` fn) claims the tick with its lock.
 //!   This is how the `scheduler` crate runs jobs whose fn carries the attribute.
 //!
 //! ```no_run
@@ -46,7 +46,7 @@ pub use crate::held::scope::TickOutcome;
 /// a job that stopped (removed, renamed) goes away on its own. The once-per-tick guarantee
 /// holds as long as nobody claims a slot older than this: the `scheduler` crate never runs a
 /// slot more than `TICK_TTL` late (its catch-up windows are capped to it), and callers of
-/// [`LockClient::run_tick`] should do the same.
+/// [`LockClient::run_tick`](crate::LockClient::run_tick) should do the same.
 pub use crate::schema::TICK_TTL;
 
 /// Runs `fut` as the run of `tick` (epoch milliseconds of the slot's scheduled fire time).
@@ -67,7 +67,7 @@ pub async fn unslotted<F: Future>(fut: F) -> (F::Output, Option<TickOutcome>) {
     scope::tick_scope(None, fut).await
 }
 
-/// What [`LockClient::run_tick`] did with a slot.
+/// What [`LockClient::run_tick`](crate::LockClient::run_tick) did with a slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TickRun<T> {
