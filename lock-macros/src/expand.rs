@@ -31,6 +31,17 @@ fn parse(args: TokenStream, item: TokenStream) -> syn::Result<(syn::Result<Optio
     let func: ItemFn = syn::parse2(item.clone()).map_err(|_| {
         syn::Error::new_spanned(&item, "#[distributed_lock] can only be applied to an `async fn`")
     })?;
+    // Attributes expand from the top: below this one, `#[scheduled]` would see the fn with its
+    // body already replaced and could not tell that it takes its own lock.
+    if let Some(scheduled) =
+        func.attrs.iter().find(|a| a.path().segments.last().is_some_and(|s| s.ident == "scheduled"))
+    {
+        return Err(syn::Error::new_spanned(
+            scheduled,
+            "put `#[scheduled]` above `#[distributed_lock]`: attributes expand from the top, and the \
+             scheduler must see the lock attribute to run the job under it",
+        ));
+    }
     Ok((options::parse(args, Span::call_site()), func))
 }
 

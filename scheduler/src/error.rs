@@ -4,7 +4,7 @@
 
 use lock_core::LockError;
 
-use crate::schedule::error::ScheduleError;
+use lock_schedule::ScheduleError;
 
 /// A configuration or start-up error. Each names the job it is about.
 ///
@@ -42,10 +42,42 @@ pub enum SchedulerError {
         source: LockError,
     },
     /// Two jobs have the same name.
-    #[error("two jobs are named `{job}`: job names must be unique (they identify runs in logs and reports)")]
+    #[error(
+        "two jobs are named `{job}` ({first} and {second}): job names must be unique (they identify runs \
+         in logs, reports and Redis); give one a `name`"
+    )]
     DuplicateJob {
         /// The repeated name.
         job: String,
+        /// Where the first one comes from: its `#[scheduled]` function, or a job built in code.
+        first: String,
+        /// Where the second one comes from.
+        second: String,
+    },
+    /// A job takes state the scheduler was not given.
+    #[error(
+        "job `{job}` ({function}) takes `State<{type_name}>`, but no `{type_name}` was given: call \
+         `SchedulerBuilder::state(value)` with one"
+    )]
+    MissingState {
+        /// The job's name.
+        job: String,
+        /// Its function (or "a job built in code").
+        function: String,
+        /// The type of state it takes.
+        type_name: &'static str,
+    },
+    /// An override of a job's schedule (from the environment or the builder) does not parse.
+    #[error("job `{job}`: the schedule in {variable} is invalid")]
+    Override {
+        /// The job's name.
+        job: String,
+        /// Where the override came from: the environment variable, or
+        /// `SchedulerBuilder::schedule_override`.
+        variable: String,
+        /// What is wrong with it.
+        #[source]
+        source: ScheduleError,
     },
     /// No lock client was given and none is installed as the default.
     #[error(

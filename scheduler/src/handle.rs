@@ -1,6 +1,6 @@
 //! [`SchedulerHandle`]: a running scheduler, and its graceful (or forced) shutdown.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use crate::signal::ShutdownSignal;
 use crate::state::State;
 use crate::timer::jobs::Command;
 use crate::timer::shutdown::{RunEnd, RunExit};
-use crate::validate::validate;
+use crate::validate::{Context, validate};
 
 /// How long shutdown waits for the releases of cancelled runs' locks.
 const RELEASE_FLUSH: Duration = Duration::from_secs(3);
@@ -67,14 +67,27 @@ impl SchedulerHandle {
         if self.state.borrow().deadline().is_some() {
             return Err(SchedulerError::Stopped { job: job.name });
         }
+        let name = job.name.clone();
         let entry = self.shared.with_registry(|registry| {
-            let names: HashSet<Arc<str>> = registry.iter().map(|j| j.name.clone()).collect();
-            let keys: HashSet<String> =
+            let names: HashMap<Arc<str>, Option<&'static str>> =
+                registry.iter().map(|j| (j.name.clone(), j.function)).collect();
+            let lock_keys: HashSet<String> =
                 registry.iter().filter_map(|j| j.lock.as_ref().map(|l| l.key.clone())).collect();
-            let entry = Arc::new(validate(job, &names, &keys)?);
+            let cx = Context {
+                names: &names,
+                lock_keys: &lock_keys,
+                overrides: &self.shared.overrides,
+                states: &self.shared.states,
+            };
+            let Some(entry) = validate(job, &cx)? else { return Ok(None) };
+            let entry = Arc::new(entry);
             registry.push(entry.clone());
-            Ok::<_, SchedulerError>(entry)
+            Ok::<_, SchedulerError>(Some(entry))
         })?;
+        let Some(entry) = entry else {
+            tracing::info!(job = %name, "job not added: its schedule is turned off");
+            return Ok(());
+        };
         if self.commands.send(Command::Add(entry.clone())).is_err() {
             self.shared.with_registry(|registry| registry.retain(|j| !Arc::ptr_eq(j, &entry)));
             return Err(SchedulerError::Stopped { job: entry.name.to_string() });

@@ -11,6 +11,7 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use lock_core::{LockOptions, OnLost};
 
+use crate::job_args::{StateNeed, States};
 use crate::schedule::catch_up::CatchUp;
 
 /// What a job's future may return: `()`, `Option<T>` (both always success) or `Result<T, E>`
@@ -82,6 +83,30 @@ impl RunContext {
 
 pub(crate) type JobFn = Arc<dyn Fn(RunContext) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 
+/// A job body that takes application state: it is given the scheduler's [`States`] at each run.
+pub(crate) type StatefulFn =
+    Arc<dyn Fn(RunContext, &States) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+
+/// What a job runs.
+#[derive(Clone)]
+pub(crate) enum JobBody {
+    /// Ready to run.
+    Ready(JobFn),
+    /// Runs once given the state it needs (see [`State`](crate::job_args::State)), which
+    /// [`SchedulerBuilder::build`](crate::scheduler::SchedulerBuilder::build) checks is there.
+    NeedsState { body: StatefulFn, needs: Vec<StateNeed> },
+}
+
+/// When a job fires, as declared: validated when the scheduler is built (or the job added).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Timing {
+    /// A 6-field cron expression, or the text form `every 30s [offset 5s]`, in a time zone,
+    /// with an offset set by [`Job::offset`] (for an interval only).
+    Text { schedule: String, zone: Option<String>, offset: Option<Duration> },
+    /// An interval ([`Job::every`]).
+    Every { period: Duration, offset: Duration },
+}
+
 /// The lock the scheduler takes around a job whose fn is not annotated.
 #[derive(Debug, Clone)]
 pub(crate) struct JobLock {
@@ -90,10 +115,14 @@ pub(crate) struct JobLock {
     pub(crate) options: LockOptions,
 }
 
-/// One scheduled job: a name, a cron expression (6 fields, with seconds), an optional IANA time
-/// zone, the job itself, and the lock for jobs whose fn is not `#[distributed_lock]`-annotated.
+/// One scheduled job: a name, a schedule (a cron expression with 6 fields, with seconds, in an
+/// optional IANA time zone; or an interval aligned to the Unix epoch), the job itself, and the
+/// lock for jobs whose fn is not `#[distributed_lock]`-annotated.
 ///
-/// Validated by [`SchedulerBuilder::build`](crate::scheduler::SchedulerBuilder::build), which names the
+/// Jobs are usually declared on their function with `#[scheduled]`; build one here for jobs
+/// made at run time (from a configuration, say). Validated by
+/// [`SchedulerBuilder::build`](crate::scheduler::SchedulerBuilder::build) (or
+/// [`SchedulerHandle::add_job`](crate::handle::SchedulerHandle::add_job)), which names the
 /// job in any error.
 ///
 /// ```no_run
@@ -114,9 +143,10 @@ pub(crate) struct JobLock {
 #[must_use]
 pub struct Job {
     pub(crate) name: String,
-    pub(crate) cron: String,
-    pub(crate) time_zone: Option<String>,
-    pub(crate) func: JobFn,
+    pub(crate) timing: Timing,
+    /// The function that declared it (`#[scheduled]`), for messages naming it.
+    pub(crate) function: Option<&'static str>,
+    pub(crate) body: JobBody,
     pub(crate) lock_key: Option<String>,
     pub(crate) lock_options: Option<LockOptions>,
     /// Overrides `lock_options.on_lost` when set.
@@ -126,42 +156,63 @@ pub struct Job {
 }
 
 impl Job {
-    /// A job running `job()` at each slot of `cron` (UTC unless [`time_zone`](Self::time_zone)
-    /// is set). `job` is typically an annotated `async fn` or a closure returning a future.
-    pub fn new<F, Fut>(name: impl Into<String>, cron: impl Into<String>, job: F) -> Job
+    /// A job running `job()` at each slot of `schedule`: a 6-field cron expression (UTC unless
+    /// [`time_zone`](Self::time_zone) is set), or an interval, `every 30s` (optionally
+    /// `every 30s offset 5s`), whose slots are aligned to the Unix epoch. `job` is typically an
+    /// annotated `async fn` or a closure returning a future.
+    pub fn new<F, Fut>(name: impl Into<String>, schedule: impl Into<String>, job: F) -> Job
     where
         F: Fn() -> Fut + Send + Sync + 'static,
         Fut: Future + Send + 'static,
         Fut::Output: JobOutput,
     {
-        Job::from_fn(
+        let timing = Timing::Text { schedule: schedule.into(), zone: None, offset: None };
+        Job::from_body(
             name.into(),
-            cron.into(),
-            Arc::new(move |_ctx| job().map(JobOutput::into_job_result).boxed()),
+            timing,
+            JobBody::Ready(Arc::new(move |_ctx| job().map(JobOutput::into_job_result).boxed())),
+        )
+    }
+
+    /// A job running `job()` every `period` (whole seconds, at least one), at slots aligned to
+    /// the Unix epoch: `Job::every("heartbeat", Duration::from_secs(30), f)` fires at :00 and
+    /// :30 of each minute on every replica alike; [`offset`](Self::offset) shifts them.
+    pub fn every<F, Fut>(name: impl Into<String>, period: Duration, job: F) -> Job
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: JobOutput,
+    {
+        let timing = Timing::Every { period, offset: Duration::ZERO };
+        Job::from_body(
+            name.into(),
+            timing,
+            JobBody::Ready(Arc::new(move |_ctx| job().map(JobOutput::into_job_result).boxed())),
         )
     }
 
     /// Like [`new`](Self::new), for a job that wants to know its [`RunContext`] (slot, tick,
     /// instance).
-    pub fn with_context<F, Fut>(name: impl Into<String>, cron: impl Into<String>, job: F) -> Job
+    pub fn with_context<F, Fut>(name: impl Into<String>, schedule: impl Into<String>, job: F) -> Job
     where
         F: Fn(RunContext) -> Fut + Send + Sync + 'static,
         Fut: Future + Send + 'static,
         Fut::Output: JobOutput,
     {
-        Job::from_fn(
+        let timing = Timing::Text { schedule: schedule.into(), zone: None, offset: None };
+        Job::from_body(
             name.into(),
-            cron.into(),
-            Arc::new(move |ctx| job(ctx).map(JobOutput::into_job_result).boxed()),
+            timing,
+            JobBody::Ready(Arc::new(move |ctx| job(ctx).map(JobOutput::into_job_result).boxed())),
         )
     }
 
-    fn from_fn(name: String, cron: String, func: JobFn) -> Job {
+    pub(crate) fn from_body(name: String, timing: Timing, body: JobBody) -> Job {
         Job {
             name,
-            cron,
-            time_zone: None,
-            func,
+            timing,
+            function: None,
+            body,
             lock_key: None,
             lock_options: None,
             on_lost: None,
@@ -172,8 +223,29 @@ impl Job {
 
     /// Evaluate the cron expression in this IANA time zone (e.g. `"Europe/Berlin"`), following
     /// its DST changes (see [`Schedule`](crate::schedule::Schedule) for the skipped and repeated hours).
+    /// An interval is aligned to the Unix epoch: a time zone set on one is an error at build.
     pub fn time_zone(mut self, tz: impl Into<String>) -> Job {
-        self.time_zone = Some(tz.into());
+        match &mut self.timing {
+            Timing::Text { zone, .. } => *zone = Some(tz.into()),
+            Timing::Every { period, offset } => {
+                // Kept, and refused at build: an interval is aligned to the epoch, not a zone.
+                let schedule = format!("every {}", lock_schedule::format_duration(*period));
+                self.timing = Timing::Text { schedule, zone: Some(tz.into()), offset: Some(*offset) };
+            }
+        }
+        self
+    }
+
+    /// Shift an interval's slots ([`every`](Self::every), or `every ...` given to
+    /// [`new`](Self::new)) by `offset` (whole seconds, less than the period) from each multiple
+    /// of the period: `every 1h` with an offset of 5 minutes fires at five past each hour.
+    /// On a cron schedule it is an error at build.
+    pub fn offset(mut self, by: Duration) -> Job {
+        match &mut self.timing {
+            Timing::Every { offset, .. } => *offset = by,
+            // Checked (and refused for a cron expression) at build.
+            Timing::Text { offset, .. } => *offset = Some(by),
+        }
         self
     }
 
@@ -233,8 +305,8 @@ impl fmt::Debug for Job {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Job")
             .field("name", &self.name)
-            .field("cron", &self.cron)
-            .field("time_zone", &self.time_zone)
+            .field("timing", &self.timing)
+            .field("function", &self.function)
             .field("lock_key", &self.lock_key)
             .field("lock_options", &self.lock_options)
             .field("on_lost", &self.on_lost)

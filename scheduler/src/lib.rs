@@ -1,15 +1,22 @@
 #![doc = include_str!("../README.md")]
+#![doc = include_str!("overview.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[doc(hidden)]
+#[path = "macro_support.rs"]
+pub mod __private;
 mod batch;
 mod clock;
 mod command;
 pub mod control;
+mod declared;
 mod error;
 mod handle;
 mod job;
+mod job_args;
 mod job_metrics;
 mod members;
+mod overrides;
 mod pause_check;
 mod recorder;
 mod report;
@@ -33,11 +40,12 @@ pub use clock::{Clock, OffsetClock, SystemClock};
 pub use error::SchedulerError;
 pub use handle::SchedulerHandle;
 pub use job::{Job, JobOutput, RunContext};
+pub use job_args::{FromRun, MissingState, State, StateNeed, States};
+pub use lock_schedule::{CronField, Every, ScheduleError, When};
+pub use overrides::ScheduleOrigin;
 pub use report::{RunOutcome, RunReport, ShutdownReport};
 pub use schedule::Schedule;
 pub use schedule::catch_up::{CatchUp, ON_TIME};
-pub use schedule::error::ScheduleError;
-pub use schedule::field::CronField;
 pub use scheduler::{
     DEFAULT_CLAIM_GRACE, DEFAULT_GROUP, DEFAULT_SHUTDOWN_GRACE, Scheduler, SchedulerBuilder,
 };
@@ -50,6 +58,15 @@ pub use chrono;
 pub use chrono_tz::{self, Tz};
 /// The lock client crate, re-exported for convenience.
 pub use lock_core;
+/// The schedule dialect (cron expressions, intervals, time zones, durations), shared with the
+/// `#[scheduled]` attribute.
+pub use lock_schedule;
+
+/// Declares a scheduled job on its `async fn` (feature `macros`, on by default): see the crate
+/// docs.
+#[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
+pub use lock_scheduler_macros::scheduled;
 
 #[cfg(test)]
 mod tests {

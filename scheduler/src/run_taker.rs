@@ -77,8 +77,12 @@ async fn poll(
         if !jobs.is_empty() {
             let hset = pipe.cmd("HSET").arg(jobs_key);
             for job in &jobs {
-                let entry =
-                    schema::registry_entry(job.schedule.expression(), job.schedule.time_zone().name());
+                let origin = job.origin.to_string();
+                let entry = schema::registry_entry(
+                    job.schedule.expression(),
+                    job.schedule.time_zone().name(),
+                    &origin,
+                );
                 hset.arg(&*job.name).arg(entry);
             }
             hset.ignore();

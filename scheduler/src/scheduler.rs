@@ -1,7 +1,7 @@
 //! [`Scheduler`]: builds and validates jobs, starts the scheduler's one [timer](crate::timer)
 //! and its [group membership](crate::members), and hands back a [`SchedulerHandle`].
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -11,10 +11,13 @@ use lock_core::{ErrorChain, LockClient};
 use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::clock::{Clock, SystemClock};
+use crate::declared::declared_jobs;
 use crate::error::SchedulerError;
 use crate::handle::SchedulerHandle;
 use crate::job::Job;
+use crate::job_args::States;
 use crate::members::{self, Members};
+use crate::overrides::Overrides;
 use crate::recorder::Recorder;
 use crate::report::{RunReport, ShutdownReport};
 use crate::run_taker;
@@ -25,7 +28,7 @@ use crate::signal::ShutdownSignals;
 use crate::state::State;
 use crate::timer::resync::first_floors;
 use crate::timer::{self, Inputs};
-use crate::validate::validate;
+use crate::validate::{Context, validate};
 
 /// How long a replica that is not the preferred one for a job-tick waits before claiming it
 /// itself, by default (see [`SchedulerBuilder::claim_grace`]).
@@ -47,6 +50,10 @@ const REPORT_CAPACITY: usize = 1024;
 pub struct SchedulerBuilder {
     client: Option<LockClient>,
     jobs: Vec<Job>,
+    /// Whether the jobs declared with `#[scheduled]` (of this builder's group) are added.
+    declared: bool,
+    states: States,
+    overrides: Overrides,
     grace: Duration,
     clock: Arc<dyn Clock>,
     group: String,
@@ -62,9 +69,46 @@ impl SchedulerBuilder {
         self
     }
 
-    /// Adds a job.
+    /// Adds a job: one built in code, or one declared with `#[scheduled]` on a function
+    /// (`.job(send_digest::job())`), for a binary or test that wants some of them only.
     pub fn job(mut self, job: Job) -> Self {
         self.jobs.push(job);
+        self
+    }
+
+    /// Adds every job declared with `#[scheduled]` in the binary (in any crate it links) for
+    /// this builder's [`group`](Self::group), and those declared without a group. Found at
+    /// start-up: no list to keep in `main`. Two jobs with one name are an error from
+    /// [`build`](Self::build) that names both functions.
+    pub fn scheduled_jobs(mut self) -> Self {
+        self.declared = true;
+        self
+    }
+
+    /// Gives the jobs a value of application state (a database pool, a mailer, a service):
+    /// a job's function takes it as a [`State<T>`](crate::job_args::State) argument, each run
+    /// getting a clone. One value per type; a job taking a type no value was given for is an
+    /// error from [`build`](Self::build) naming the job and the type.
+    pub fn state<T: Clone + Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.states.insert(value);
+        self
+    }
+
+    /// Replaces the schedule of the job named `job` (from a configuration file, say): a 6-field
+    /// cron expression (in the job's time zone), `every <duration>` (optionally
+    /// `offset <duration>`), or `-` to turn the job off. The environment variable
+    /// `SCHEDULE_<JOB>` (the name in upper case, other characters as `_`; `SCHEDULE_<JOB>_ZONE`
+    /// for the time zone) wins over it. Checked by [`build`](Self::build).
+    pub fn schedule_override(mut self, job: impl Into<String>, schedule: impl Into<String>) -> Self {
+        self.overrides.config.insert(job.into(), schedule.into());
+        self
+    }
+
+    /// Replaces the time zone of the job named `job`'s cron expression (an IANA name such as
+    /// `Europe/Berlin`). `SCHEDULE_<JOB>_ZONE` in the environment wins over it. Checked by
+    /// [`build`](Self::build).
+    pub fn time_zone_override(mut self, job: impl Into<String>, zone: impl Into<String>) -> Self {
+        self.overrides.zones.insert(job.into(), zone.into());
         self
     }
 
@@ -117,12 +161,23 @@ impl SchedulerBuilder {
                 reason: format!("group name {:?}: {problem}", self.group),
             });
         }
-        let mut jobs: Vec<Arc<JobEntry>> = Vec::with_capacity(self.jobs.len());
-        let mut names = HashSet::new();
+        let mut all = self.jobs;
+        if self.declared {
+            for registration in declared_jobs(&self.group) {
+                let mut job = (registration.job)();
+                job.function = Some(registration.function);
+                all.push(job);
+            }
+        }
+        let states = Arc::new(self.states);
+        let mut jobs: Vec<Arc<JobEntry>> = Vec::with_capacity(all.len());
+        let mut names = HashMap::new();
         let mut lock_keys = HashSet::new();
-        for job in self.jobs {
-            let entry = validate(job, &names, &lock_keys)?;
-            names.insert(entry.name.clone());
+        for job in all {
+            let cx =
+                Context { names: &names, lock_keys: &lock_keys, overrides: &self.overrides, states: &states };
+            let Some(entry) = validate(job, &cx)? else { continue };
+            names.insert(entry.name.clone(), entry.function);
             if let Some(lock) = &entry.lock {
                 lock_keys.insert(lock.key.clone());
             }
@@ -142,6 +197,8 @@ impl SchedulerBuilder {
                 recorder: Recorder::new(),
                 resync: std::sync::OnceLock::new(),
                 reports,
+                overrides: self.overrides,
+                states,
             }),
             jobs,
         })
@@ -164,6 +221,9 @@ impl Scheduler {
         SchedulerBuilder {
             client: None,
             jobs: Vec::new(),
+            declared: false,
+            states: States::default(),
+            overrides: Overrides::default(),
             grace: DEFAULT_SHUTDOWN_GRACE,
             clock: Arc::new(SystemClock),
             group: DEFAULT_GROUP.to_owned(),

@@ -11,8 +11,10 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::clock::Clock;
 use crate::job::{JobFn, JobLock};
+use crate::job_args::States;
 use crate::job_metrics::JobMetrics;
 use crate::members::Members;
+use crate::overrides::{Overrides, ScheduleOrigin};
 use crate::recorder::{self, Recorder};
 use crate::report::{RunOutcome, RunReport};
 use crate::schedule::Schedule;
@@ -32,6 +34,9 @@ pub(crate) struct Shared {
     /// Asks the timer to re-read a job's last claimed tick (set when the timer starts).
     pub(crate) resync: std::sync::OnceLock<mpsc::UnboundedSender<Arc<str>>>,
     pub(crate) reports: broadcast::Sender<RunReport>,
+    /// The schedule overrides and state given to the builder, for jobs added at run time too.
+    pub(crate) overrides: Overrides,
+    pub(crate) states: Arc<States>,
 }
 
 impl Shared {
@@ -159,7 +164,11 @@ pub(crate) struct Manual {
 /// A validated job.
 pub(crate) struct JobEntry {
     pub(crate) name: Arc<str>,
+    /// The `#[scheduled]` function that declared it, if one did.
+    pub(crate) function: Option<&'static str>,
+    /// The schedule in force, and where it came from (code, an override).
     pub(crate) schedule: Schedule,
+    pub(crate) origin: ScheduleOrigin,
     pub(crate) func: JobFn,
     pub(crate) lock: Option<JobLock>,
     pub(crate) catch_up: CatchUp,

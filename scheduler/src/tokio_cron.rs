@@ -57,7 +57,7 @@ use tracing::Instrument;
 use crate::job::{JobOutput, RunContext};
 use crate::schedule::Schedule;
 use crate::schedule::catch_up::{CatchUp, ON_TIME};
-use crate::schedule::error::ScheduleError;
+use lock_schedule::ScheduleError;
 
 /// The tokio-cron-scheduler crate the adapter builds jobs for.
 pub use tokio_cron_scheduler;

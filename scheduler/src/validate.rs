@@ -1,36 +1,57 @@
 //! Checking a [`Job`] before it is scheduled: its name (the one rule of
-//! [`schema::job_name_problem`]), schedule, lock and limits.
+//! [`schema::job_name_problem`]), schedule (overrides applied), lock, limits and state.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use crate::error::SchedulerError;
-use crate::job::{Job, JobLock};
+use crate::job::{Job, JobBody, JobFn, JobLock};
+use crate::job_args::States;
 use crate::job_metrics::JobMetrics;
-use crate::schedule::Schedule;
+use crate::overrides::{Overrides, resolve};
 use crate::schema;
 use crate::shared::JobEntry;
 
-/// Validates `job` against the names and lock keys already taken.
-pub(crate) fn validate(
-    job: Job,
-    names: &HashSet<Arc<str>>,
-    lock_keys: &HashSet<String>,
-) -> Result<JobEntry, SchedulerError> {
+/// What a job is checked against: the jobs already in (name -> where it comes from), their lock
+/// keys, the schedule overrides and the state given to the scheduler.
+pub(crate) struct Context<'a> {
+    pub(crate) names: &'a HashMap<Arc<str>, Option<&'static str>>,
+    pub(crate) lock_keys: &'a HashSet<String>,
+    pub(crate) overrides: &'a Overrides,
+    pub(crate) states: &'a Arc<States>,
+}
+
+/// Where a job comes from, in messages.
+pub(crate) fn origin_of(function: Option<&'static str>) -> String {
+    match function {
+        Some(function) => format!("`{function}`"),
+        None => "a job built in code".to_owned(),
+    }
+}
+
+/// Validates `job` in `cx`. `None`: its schedule was turned off (`-`).
+pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, SchedulerError> {
     if let Some(problem) = schema::job_name_problem(&job.name) {
         return Err(SchedulerError::InvalidJob { job: job.name.clone(), reason: problem.into() });
     }
-    if names.contains(job.name.as_str()) {
-        return Err(SchedulerError::DuplicateJob { job: job.name });
+    if let Some(first) = cx.names.get(job.name.as_str()) {
+        return Err(SchedulerError::DuplicateJob {
+            job: job.name.clone(),
+            first: origin_of(*first),
+            second: origin_of(job.function),
+        });
     }
-    let schedule = Schedule::new(&job.cron, job.time_zone.as_deref())
-        .map_err(|source| SchedulerError::Schedule { job: job.name.clone(), source })?;
+    let Some((schedule, origin)) = resolve(&job, cx.overrides)? else {
+        tracing::info!(job = %job.name, "job turned off by its schedule override (`-`): not scheduled");
+        return Ok(None);
+    };
+    let func = ready(&job, cx.states)?;
     let lock = validate_lock(&job)?;
     // The claimed tick is stored per lock key: two jobs on one key would take each
     // other's ticks and skip their own slots.
     if let Some(lock) = &lock
-        && lock_keys.contains(&lock.key)
+        && cx.lock_keys.contains(&lock.key)
     {
         return Err(SchedulerError::InvalidJob {
             job: job.name.clone(),
@@ -46,10 +67,12 @@ pub(crate) fn validate(
             reason: "the maximum run time is zero: give a positive duration".into(),
         });
     }
-    Ok(JobEntry {
+    Ok(Some(JobEntry {
         name: job.name.into(),
+        function: job.function,
         schedule,
-        func: job.func,
+        origin,
+        func,
         lock,
         catch_up: job.catch_up,
         max_run_time: job.max_run_time,
@@ -57,7 +80,25 @@ pub(crate) fn validate(
         running: AtomicBool::new(false),
         may_be_held: AtomicBool::new(true),
         metrics: JobMetrics::default(),
-    })
+    }))
+}
+
+/// The job's body, given the state it takes (every type of it checked to be there).
+fn ready(job: &Job, states: &Arc<States>) -> Result<JobFn, SchedulerError> {
+    match &job.body {
+        JobBody::Ready(func) => Ok(func.clone()),
+        JobBody::NeedsState { body, needs } => {
+            if let Some(missing) = states.missing(needs).first() {
+                return Err(SchedulerError::MissingState {
+                    job: job.name.clone(),
+                    function: origin_of(job.function),
+                    type_name: missing.type_name,
+                });
+            }
+            let (body, states) = (body.clone(), states.clone());
+            Ok(Arc::new(move |run| body(run, &states)))
+        }
+    }
 }
 
 fn validate_lock(job: &Job) -> Result<Option<JobLock>, SchedulerError> {

@@ -1018,7 +1018,7 @@ fn an_invalid_cron_expression_or_time_zone_is_a_typed_error_naming_the_job() {
         .job(Job::new("twice", "* * * * * *", || async {}))
         .build()
         .unwrap_err();
-    assert!(matches!(&err, SchedulerError::DuplicateJob { job } if job == "twice"), "{err:?}");
+    assert!(matches!(&err, SchedulerError::DuplicateJob { job, .. } if job == "twice"), "{err:?}");
 
     let err = Scheduler::builder()
         .client(client.clone())

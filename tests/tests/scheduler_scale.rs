@@ -323,7 +323,7 @@ async fn jobs_are_added_and_removed_at_runtime_by_name() {
     // Typed errors: a name taken, an invalid cron expression, a lock key taken.
     let duplicate = handle.add_job(counted_job("second", &runs));
     assert!(
-        matches!(duplicate, Err(SchedulerError::DuplicateJob { ref job }) if job == "second"),
+        matches!(duplicate, Err(SchedulerError::DuplicateJob { ref job, .. }) if job == "second"),
         "{duplicate:?}"
     );
     let bad_cron = handle.add_job(Job::new("bad", "0 61 * * * *", || async {}));

@@ -8,6 +8,7 @@ use lock_core::{LockClient, redis};
 
 use crate::command::{self, query};
 use crate::error::ControlError;
+use crate::overrides::ScheduleOrigin;
 use crate::schema;
 
 /// A job as a scheduler group registers it: the replicas that have the job keep its schedule
@@ -19,10 +20,12 @@ pub struct RegisteredJob {
     pub group: String,
     /// The job's name.
     pub name: String,
-    /// Its cron expression, as configured.
+    /// Its schedule in force: the cron expression, or `every ...` for an interval.
     pub cron: String,
-    /// Its time zone (IANA name).
+    /// Its time zone (IANA name; UTC for an interval).
     pub time_zone: String,
+    /// Where that schedule came from: the code, or an override (see `SchedulerBuilder::schedule_override`).
+    pub origin: ScheduleOrigin,
 }
 
 /// A replica announced in a scheduler group ([`schema::members_key`]).
@@ -56,12 +59,14 @@ pub async fn registered_jobs(client: &LockClient) -> Result<Vec<RegisteredJob>, 
         pipe.cmd("HGETALL").arg(&key);
         let (entries,): (Vec<(String, String)>,) = query(client, "reading a job registry", &pipe).await?;
         for (name, entry) in entries {
-            let (cron, time_zone) = schema::parse_registry_entry(&entry).unwrap_or((&entry, "UTC"));
+            let (cron, time_zone, origin) =
+                schema::parse_registry_entry(&entry).unwrap_or((&entry, "UTC", "code"));
             jobs.push(RegisteredJob {
                 group: group.to_owned(),
                 name,
                 cron: cron.to_owned(),
                 time_zone: time_zone.to_owned(),
+                origin: ScheduleOrigin::parse(origin),
             });
         }
     }

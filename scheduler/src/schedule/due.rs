@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 
 use chrono::{DateTime, Utc};
 
+use crate::schedule::Schedule;
 use crate::schedule::catch_up::{CatchUp, MAX_CATCH_UP, ON_TIME};
-use crate::schedule::{Schedule, truncate};
 
 /// How many due slots the scheduler walks through one by one after a stall before jumping to
 /// the most recent one (missed-slot counts are exact up to this number).
@@ -42,9 +42,7 @@ impl Schedule {
             }
             if count >= MAX_SCAN {
                 // A long stall of a frequent job: jump straight to the most recent slot.
-                if let Ok(last) =
-                    self.cron.find_previous_occurrence(&truncate(now).with_timezone(&self.tz), true)
-                    && let last = last.with_timezone(&Utc)
+                if let Some(last) = self.latest_at_or_before(now)
                     && last > cursor
                     && last <= now
                 {

@@ -1,8 +1,9 @@
 //! [`Schedule`]: a parsed cron expression in a real time zone, and the pure computation of its
 //! fire times (slots).
 //!
-//! - [`parse`]: the accepted cron dialect, and what a rejected expression is told;
-//!   [`field`] and [`error`] hold the fields it names and the error it returns.
+//! The dialect (cron expressions, time zones, intervals) is parsed and checked by
+//! `lock-schedule`, which the `#[scheduled]` attribute uses at compile time too.
+//!
 //! - [`zone`]: the time zone's UTC offsets, and where they change.
 //! - [`next`]: the first slot after an instant, whatever the local-time ambiguities.
 //! - [`next_slots`]: those slots remembered, for the jobs that share a schedule.
@@ -11,20 +12,19 @@
 
 pub(crate) mod catch_up;
 pub(crate) mod due;
-pub(crate) mod error;
-pub(crate) mod field;
 pub(crate) mod next;
 pub(crate) mod next_slots;
-mod parse;
 mod zone;
 
 use std::fmt;
 
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use chrono_tz::Tz;
-use croner::Cron;
+use croner::{Cron, JobType};
+use lock_schedule::{Every, ScheduleError, When, parse_cron, parse_zone};
 
-/// A cron expression (6 fields, with seconds) in a time zone (UTC unless given).
+/// When a job fires: a cron expression (6 fields, with seconds) in a time zone (UTC unless
+/// given), or an interval aligned to the Unix epoch ([`Schedule::every`]).
 ///
 /// Pure: it computes fire times from any instant you give it, which is how the DST behaviour
 /// below is tested.
@@ -70,7 +70,22 @@ use croner::Cron;
 /// ```
 #[derive(Clone)]
 pub struct Schedule {
+    /// The cron expression as given, or the interval's text form (`every 30s`).
     expr: String,
+    tz: Tz,
+    kind: Kind,
+}
+
+#[derive(Clone)]
+enum Kind {
+    // Boxed: croner's parsed expression is ten times an interval's size.
+    Cron(Box<CronSchedule>),
+    Every(Every),
+}
+
+/// A cron expression evaluated in a time zone.
+#[derive(Clone)]
+struct CronSchedule {
     cron: Cron,
     tz: Tz,
     /// croner's "interval/wildcard" job type (vs "fixed-time"), which decides DST behaviour.
@@ -78,14 +93,65 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// The cron expression as given.
+    /// Parses a 6-field cron expression (`sec min hour day-of-month month day-of-week`) in the
+    /// IANA time zone `tz` (`None`: UTC). One that matches no real date (30 February) is an
+    /// error, not a job that silently never runs.
+    pub fn new(expr: &str, tz: Option<&str>) -> Result<Schedule, ScheduleError> {
+        let tz = tz.map_or(Ok(Tz::UTC), parse_zone)?;
+        let cron = parse_cron(expr)?;
+        let interval = cron.determine_job_type() == JobType::IntervalWildcard;
+        Ok(Schedule {
+            expr: expr.to_owned(),
+            tz,
+            kind: Kind::Cron(Box::new(CronSchedule { cron, tz, interval })),
+        })
+    }
+
+    /// Slots every `every.period()`, aligned to the Unix epoch (plus its offset): every
+    /// replica computes the same ones, whatever its time zone.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_scheduler::Schedule;
+    /// use lock_scheduler::chrono::{TimeZone, Utc};
+    /// use lock_schedule::Every;
+    ///
+    /// let every = Schedule::every(Every::new(Duration::from_secs(30), Duration::from_secs(5))?);
+    /// let from = Utc.with_ymd_and_hms(2025, 6, 1, 12, 0, 7).unwrap();
+    /// let next: Vec<String> = every.upcoming(from, 2).iter().map(|t| t.to_rfc3339()).collect();
+    /// assert_eq!(next, ["2025-06-01T12:00:35+00:00", "2025-06-01T12:01:05+00:00"]);
+    /// # Ok::<(), lock_scheduler::ScheduleError>(())
+    /// ```
+    pub fn every(every: Every) -> Schedule {
+        Schedule { expr: every.to_string(), tz: Tz::UTC, kind: Kind::Every(every) }
+    }
+
+    /// The schedule of `when`.
+    pub fn from_when(when: &When) -> Result<Schedule, ScheduleError> {
+        match when {
+            When::Cron { expr, zone } => Schedule::new(expr, zone.as_deref()),
+            When::Every(every) => Ok(Schedule::every(*every)),
+            // A `When` added later: rejected rather than guessed at.
+            #[allow(unreachable_patterns)]
+            other => {
+                Err(ScheduleError::InvalidInterval { reason: format!("unsupported schedule `{other}`") })
+            }
+        }
+    }
+
+    /// The cron expression as given, or an interval's text form (`every 30s offset 5s`).
     pub fn expression(&self) -> &str {
         &self.expr
     }
 
-    /// The time zone the expression is evaluated in.
+    /// The time zone the expression is evaluated in (UTC for an interval).
     pub fn time_zone(&self) -> Tz {
         self.tz
+    }
+
+    /// Whether this is an interval (`every`) rather than a cron expression.
+    pub fn is_interval(&self) -> bool {
+        matches!(self.kind, Kind::Every(_))
     }
 }
 
@@ -97,7 +163,11 @@ impl fmt::Debug for Schedule {
 
 impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "`{}` ({})", self.expr, self.tz)
+        match self.kind {
+            // Aligned to the Unix epoch: no zone to speak of.
+            Kind::Every(_) => write!(f, "`{}`", self.expr),
+            Kind::Cron(_) => write!(f, "`{}` ({})", self.expr, self.tz),
+        }
     }
 }
 

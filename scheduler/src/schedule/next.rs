@@ -1,17 +1,58 @@
-//! The first slot of a [`Schedule`] strictly after an instant, and the next few: croner's
-//! forward search in local time, searched again after a fall-back change, whose repeated
-//! stretch of local time it would miss.
+//! The first slot of a [`Schedule`] strictly after an instant, and the next few; for a cron
+//! expression, croner's forward search in local time, searched again after a fall-back change,
+//! whose repeated stretch of local time it would miss.
 
 use chrono::{DateTime, LocalResult, TimeDelta, TimeZone, Utc};
 use chrono_tz::Tz;
 
 use crate::schedule::zone::MAX_DST_SHIFT;
-use crate::schedule::{Schedule, truncate};
+use crate::schedule::{CronSchedule, Kind, Schedule, truncate};
 
 impl Schedule {
     /// The first fire time strictly after `after`, in the schedule's time zone; `None` if there
     /// is none within croner's search limit (about a year of seconds).
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Tz>> {
+        match &self.kind {
+            Kind::Cron(cron) => cron.next_after(after),
+            Kind::Every(every) => {
+                let slot = every.next_after_ms(after.timestamp_millis());
+                DateTime::<Utc>::from_timestamp_millis(slot).map(|t| t.with_timezone(&self.tz))
+            }
+        }
+    }
+
+    /// The next `n` fire times strictly after `from`, in the schedule's time zone, strictly
+    /// increasing.
+    pub fn upcoming(&self, from: DateTime<Utc>, n: usize) -> Vec<DateTime<Tz>> {
+        let mut out = Vec::with_capacity(n);
+        let mut cursor = from;
+        while out.len() < n {
+            let Some(next) = self.next_after(cursor) else { break };
+            cursor = next.with_timezone(&Utc);
+            out.push(next);
+        }
+        out
+    }
+
+    /// The last fire time at or before `at` (whole seconds), if one is found: where a long
+    /// stall's scan of missed slots jumps to.
+    pub(crate) fn latest_at_or_before(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        match &self.kind {
+            Kind::Cron(cron) => cron
+                .cron
+                .find_previous_occurrence(&truncate(at).with_timezone(&cron.tz), true)
+                .ok()
+                .map(|t| t.with_timezone(&Utc)),
+            Kind::Every(every) => DateTime::<Utc>::from_timestamp_millis(
+                every.latest_at_or_before_ms(truncate(at).timestamp_millis()),
+            ),
+        }
+    }
+}
+
+impl CronSchedule {
+    /// [`Schedule::next_after`] of a cron expression.
+    fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Tz>> {
         // croner searches forward in *local* time, in whole seconds from the start it is given
         // (keeping its sub-second part): start from the truncated instant so slots are whole
         // seconds.
@@ -63,18 +104,6 @@ impl Schedule {
             cursor = found;
         }
         best
-    }
-    /// The next `n` fire times strictly after `from`, in the schedule's time zone, strictly
-    /// increasing.
-    pub fn upcoming(&self, from: DateTime<Utc>, n: usize) -> Vec<DateTime<Tz>> {
-        let mut out = Vec::with_capacity(n);
-        let mut cursor = from;
-        while out.len() < n {
-            let Some(next) = self.next_after(cursor) else { break };
-            cursor = next.with_timezone(&Utc);
-            out.push(next);
-        }
-        out
     }
 }
 

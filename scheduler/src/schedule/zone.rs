@@ -3,12 +3,12 @@
 
 use chrono::{DateTime, Offset, TimeDelta, TimeZone, Utc};
 
-use crate::schedule::{Schedule, truncate};
+use crate::schedule::{CronSchedule, truncate};
 
 /// More than any DST shift (at most two hours anywhere).
 pub(super) const MAX_DST_SHIFT: TimeDelta = TimeDelta::hours(3);
 
-impl Schedule {
+impl CronSchedule {
     /// The zone's UTC offset at `t`, in seconds.
     pub(super) fn offset(&self, t: DateTime<Utc>) -> i32 {
         self.tz.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc()
@@ -32,12 +32,15 @@ impl Schedule {
 mod tests {
     use super::*;
 
+    use crate::schedule::{Kind, Schedule};
+
     /// Every instant in `[from, from + hours)` (second by second) whose local time matches an
     /// interval/wildcard pattern: the reference the searches must agree with.
     fn brute_force(schedule: &Schedule, from: DateTime<Utc>, hours: i64) -> Vec<DateTime<Utc>> {
+        let Kind::Cron(cron) = &schedule.kind else { panic!("a cron schedule") };
         (0..hours * 3600)
             .map(|s| from + TimeDelta::seconds(s))
-            .filter(|t| schedule.cron.is_time_matching(&t.with_timezone(&schedule.tz)).unwrap())
+            .filter(|t| cron.cron.is_time_matching(&t.with_timezone(&cron.tz)).unwrap())
             .collect()
     }
 

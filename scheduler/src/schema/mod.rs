@@ -54,7 +54,7 @@ pub const RUN_POLL: Duration = Duration::from_millis(500);
 pub const RUN_PICKUP: Duration = Duration::from_secs(3);
 
 /// Longest job name, in bytes (it is part of three keys).
-pub const MAX_JOB_NAME_LEN: usize = 512;
+pub use lock_schedule::MAX_JOB_NAME_LEN;
 
 /// Longest group name, in bytes.
 pub const MAX_GROUP_NAME_LEN: usize = 256;
@@ -83,19 +83,9 @@ pub mod field {
     pub const REQUEST: &str = "request";
 }
 
-/// Why `name` cannot name a job, if it cannot: the one rule the scheduler (at build time) and
-/// the control functions (pause, history, ...) apply.
-pub fn job_name_problem(name: &str) -> Option<&'static str> {
-    if name.trim().is_empty() {
-        Some("the job name is empty")
-    } else if name.chars().any(char::is_control) {
-        Some("the job name contains control characters")
-    } else if name.len() > MAX_JOB_NAME_LEN {
-        Some("the job name is longer than 512 bytes")
-    } else {
-        None
-    }
-}
+/// Why `name` cannot name a job, if it cannot: the one rule the scheduler (at build time),
+/// the control functions (pause, history, ...) and the `#[scheduled]` attribute apply.
+pub use lock_schedule::job_name_problem;
 
 fn job_key(job: &str, suffix: &str) -> Result<String, ControlError> {
     match job_name_problem(job) {
@@ -175,14 +165,18 @@ pub fn group_of_members(key: &str) -> Option<&str> {
     key.strip_prefix("scheduler:{group:")?.strip_suffix("}:members")
 }
 
-/// A job's schedule as the registry holds it: `<cron>\t<time zone>`.
-pub fn registry_entry(expression: &str, time_zone: &str) -> String {
-    format!("{expression}\t{time_zone}")
+/// A job's schedule as the registry holds it: `<schedule>\t<time zone>\t<origin>` (the cron
+/// expression or `every ...`, its zone, and where it came from: `code`, `config`, `env <VAR>`).
+pub fn registry_entry(expression: &str, time_zone: &str, origin: &str) -> String {
+    format!("{expression}\t{time_zone}\t{origin}")
 }
 
-/// A registry entry's cron expression and time zone.
-pub fn parse_registry_entry(entry: &str) -> Option<(&str, &str)> {
-    entry.split_once('\t')
+/// A registry entry's schedule, time zone and origin (`code` for an entry written before the
+/// origin was recorded).
+pub fn parse_registry_entry(entry: &str) -> Option<(&str, &str, &str)> {
+    let (expression, rest) = entry.split_once('\t')?;
+    let (zone, origin) = rest.split_once('\t').unwrap_or((rest, "code"));
+    Some((expression, zone, origin))
 }
 
 /// A "run now" request as stored: `<id>\t<by>\t<requested at, epoch ms>`.
@@ -242,8 +236,13 @@ mod tests {
         assert_eq!(group_of_members(&members_key("g")), Some("g"));
         assert_eq!(group_of_registry(&members_key("g")), None);
         assert_eq!(runs_key("g"), "scheduler:{group:g}:runs");
-        let entry = registry_entry("0 0 * * * *", "Europe/Lisbon");
-        assert_eq!(parse_registry_entry(&entry), Some(("0 0 * * * *", "Europe/Lisbon")));
+        let entry = registry_entry("0 0 * * * *", "Europe/Lisbon", "env SCHEDULE_X");
+        assert_eq!(parse_registry_entry(&entry), Some(("0 0 * * * *", "Europe/Lisbon", "env SCHEDULE_X")));
+        assert_eq!(
+            parse_registry_entry("every 30s\tUTC"),
+            Some(("every 30s", "UTC", "code")),
+            "an older entry"
+        );
         let request = run_request("r1", "ana\tat\nthe desk", 42);
         assert_eq!(parse_run_request(&request), Some(("r1", "ana at the desk", 42)));
     }

@@ -1,8 +1,9 @@
-//! [`ScheduleError`]: why a cron expression or time zone was rejected.
+//! [`ScheduleError`]: why a schedule (a cron expression, a time zone, an interval, a duration,
+//! a job name, the text form of a schedule) was rejected.
 
-use crate::schedule::field::CronField;
+use crate::field::CronField;
 
-/// Why a cron expression or time zone was rejected.
+/// Why a schedule was rejected. Each message says what was given and what is expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ScheduleError {
@@ -27,9 +28,31 @@ pub enum ScheduleError {
         tz: String,
     },
     /// The expression parses but has no fire time (e.g. `0 0 0 30 2 *`, February 30th).
-    #[error("cron expression `{expr}` never fires")]
+    #[error("cron expression `{expr}` never fires: no date matches it")]
     NeverFires {
         /// The expression.
         expr: String,
+    },
+    /// A duration (an interval's period or offset, a limit) does not parse.
+    #[error("invalid duration {text:?}: {reason}")]
+    InvalidDuration {
+        /// The rejected text.
+        text: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An interval schedule (`every`) cannot be used as given.
+    #[error("invalid interval: {reason}")]
+    InvalidInterval {
+        /// What is wrong, with the values given.
+        reason: String,
+    },
+    /// A job name cannot be used.
+    #[error("invalid job name {name:?}: {reason}")]
+    InvalidName {
+        /// The rejected name.
+        name: String,
+        /// What is wrong.
+        reason: &'static str,
     },
 }

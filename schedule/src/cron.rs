@@ -1,45 +1,48 @@
-//! Parsing a cron expression and a time zone into a [`Schedule`], and saying what is wrong with
-//! a rejected one (croner's own messages name neither the field nor its allowed values).
+//! Parsing a cron expression, and saying what is wrong with a rejected one (croner's own
+//! messages name neither the field nor its allowed values).
 
 use chrono::{DateTime, TimeDelta, Utc};
-use chrono_tz::Tz;
-use croner::JobType;
+use croner::Cron;
 use croner::errors::CronError;
 use croner::parser::{CronParser, Seconds, Year};
 
-use crate::schedule::Schedule;
-use crate::schedule::error::ScheduleError;
-use crate::schedule::field::CronField;
+use crate::error::ScheduleError;
+use crate::field::CronField;
 
 /// What the expected shape is, for messages about the number of fields.
 const SHAPE_HINT: &str =
     "expected 6 fields with seconds: `sec min hour day-of-month month day-of-week`, e.g. `0 0 2 * * *`";
 
-impl Schedule {
-    /// Parses a 6-field cron expression (`sec min hour day-of-month month day-of-week`) in the
-    /// IANA time zone `tz` (`None`: UTC).
-    pub fn new(expr: &str, tz: Option<&str>) -> Result<Schedule, ScheduleError> {
-        let tz = match tz {
-            None => Tz::UTC,
-            Some(name) => name
-                .trim()
-                .parse::<Tz>()
-                .map_err(|_| ScheduleError::InvalidTimeZone { tz: name.to_owned() })?,
-        };
-        let cron = parser().parse(expr).map_err(|e| {
-            let (field, reason) = diagnose(expr, &e);
-            ScheduleError::InvalidCron { expr: expr.to_owned(), field, reason }
-        })?;
-        let interval = cron.determine_job_type() == JobType::IntervalWildcard;
-        let schedule = Schedule { expr: expr.to_owned(), cron, tz, interval };
-        // A pattern that matches no real date (Feb 30) is a configuration error, not a job
-        // that silently never runs. Probe from a fixed instant so the check is deterministic.
-        let probe = DateTime::<Utc>::UNIX_EPOCH + TimeDelta::days(365 * 56);
-        if schedule.next_after(probe).is_none() {
-            return Err(ScheduleError::NeverFires { expr: expr.to_owned() });
-        }
-        Ok(schedule)
+/// Parses a 6-field cron expression (`sec min hour day-of-month month day-of-week`; names like
+/// `JAN-MAR` and `MON-FRI`, and nicknames like `@daily`, are accepted). An expression that
+/// matches no real date (30 February) is rejected as [`ScheduleError::NeverFires`]: a
+/// configuration error, not a job that silently never runs.
+///
+/// ```
+/// use lock_schedule::{CronField, ScheduleError, parse_cron};
+///
+/// assert!(parse_cron("0 0 2 * * *").is_ok());
+/// let err = parse_cron("0 0 2 31 2 *").unwrap_err();
+/// assert!(matches!(err, ScheduleError::NeverFires { .. }));
+/// let err = parse_cron("0 61 2 * * *").unwrap_err();
+/// assert!(matches!(err, ScheduleError::InvalidCron { field: Some(CronField::Minutes), .. }));
+/// assert_eq!(
+///     err.to_string(),
+///     "invalid cron expression `0 61 2 * * *`: the minutes field `61` is out of range (minutes: 0-59)"
+/// );
+/// ```
+pub fn parse_cron(expr: &str) -> Result<Cron, ScheduleError> {
+    let cron = parser().parse(expr).map_err(|e| {
+        let (field, reason) = diagnose(expr, &e);
+        ScheduleError::InvalidCron { expr: expr.to_owned(), field, reason }
+    })?;
+    // Probed in UTC from a fixed instant, so the check is deterministic: a date that does not
+    // exist (30 February) does not exist in any zone.
+    let probe = DateTime::<Utc>::UNIX_EPOCH + TimeDelta::days(365 * 56);
+    if cron.find_next_occurrence(&probe, false).is_err() {
+        return Err(ScheduleError::NeverFires { expr: expr.to_owned() });
     }
+    Ok(cron)
 }
 
 /// The parser of the accepted dialect: 6 fields, seconds required, no year.
@@ -103,14 +106,11 @@ mod tests {
 
     #[test]
     fn rejects_bad_input() {
-        assert!(matches!(Schedule::new("0 0 2 * *", None), Err(ScheduleError::InvalidCron { .. })));
-        assert!(matches!(Schedule::new("0 0 2 * * * 2030", None), Err(ScheduleError::InvalidCron { .. })));
-        assert!(matches!(Schedule::new("0 61 2 * * *", None), Err(ScheduleError::InvalidCron { .. })));
-        assert!(matches!(
-            Schedule::new("0 0 2 * * *", Some("Mars/Olympus")),
-            Err(ScheduleError::InvalidTimeZone { .. })
-        ));
-        assert!(Schedule::new("0 0 2 * * *", Some("Europe/Berlin")).is_ok());
+        assert!(matches!(parse_cron("0 0 2 * *"), Err(ScheduleError::InvalidCron { .. })));
+        assert!(matches!(parse_cron("0 0 2 * * * 2030"), Err(ScheduleError::InvalidCron { .. })));
+        assert!(matches!(parse_cron("0 61 2 * * *"), Err(ScheduleError::InvalidCron { .. })));
+        assert!(matches!(parse_cron("0 0 0 30 2 *"), Err(ScheduleError::NeverFires { .. })));
+        assert!(parse_cron("0 0 0 29 2 *").is_ok(), "29 February exists in leap years");
     }
 
     #[test]
@@ -139,7 +139,7 @@ mod tests {
             ),
         ];
         for (expr, field, reason) in cases {
-            let err = Schedule::new(expr, None).unwrap_err();
+            let err = parse_cron(expr).unwrap_err();
             assert!(
                 matches!(&err, ScheduleError::InvalidCron { field: Some(f), .. } if *f == field),
                 "{expr}: {err:?}"
@@ -149,16 +149,16 @@ mod tests {
             assert!(!message.contains("Component error"), "croner's wording is replaced: {message}");
         }
 
-        let err = Schedule::new("0 0 2 * *", None).unwrap_err();
+        let err = parse_cron("0 0 2 * *").unwrap_err();
         assert!(matches!(&err, ScheduleError::InvalidCron { field: None, .. }), "{err:?}");
         assert_eq!(
             err.to_string(),
             "invalid cron expression `0 0 2 * *`: it has 5 fields; expected 6 fields with seconds: \
              `sec min hour day-of-month month day-of-week`, e.g. `0 0 2 * * *`"
         );
-        assert!(Schedule::new("", None).unwrap_err().to_string().contains("it is empty"));
+        assert!(parse_cron("").unwrap_err().to_string().contains("it is empty"));
         // Names and nicknames still parse.
-        assert!(Schedule::new("0 0 9 * JAN-MAR MON-FRI", None).is_ok());
-        assert!(Schedule::new("@daily", None).is_ok());
+        assert!(parse_cron("0 0 9 * JAN-MAR MON-FRI").is_ok());
+        assert!(parse_cron("@daily").is_ok());
     }
 }

@@ -1,0 +1,88 @@
+#![doc = include_str!("../README.md")]
+
+mod expand;
+mod options;
+
+use proc_macro::TokenStream;
+
+/// Declares a scheduled job on its `async fn`: every replica runs it through the scheduler, and
+/// each slot runs once across them.
+///
+/// ```ignore
+/// use lock_scheduler::{RunContext, State, scheduled};
+///
+/// // Daily at 02:00 Berlin time; the job's name is `generate-daily-report`, its lock
+/// // `lock:job:generate-daily-report`.
+/// #[scheduled(cron = "0 0 2 * * *", zone = "Europe/Berlin")]
+/// async fn generate_daily_report(State(db): State<Db>, run: RunContext) -> anyhow::Result<()> {
+///     println!("report for {}", run.local_slot());
+///     Ok(())
+/// }
+///
+/// // Every 30 s, at :05 and :35 of each minute, on whichever replica claims the slot.
+/// #[scheduled(every = "30s", offset = "5s", name = "heartbeat")]
+/// async fn heartbeat() {}
+///
+/// # async fn start(client: lock_scheduler::lock_core::LockClient, db: Db) -> anyhow::Result<()> {
+/// lock_scheduler::Scheduler::builder()
+///     .client(client)
+///     .state(db)          // what `State<Db>` arguments get
+///     .scheduled_jobs()   // every #[scheduled] job of the binary
+///     .build()?
+///     .run_until_signal()
+///     .await?;
+/// # Ok(()) }
+/// ```
+///
+/// # Options
+///
+/// | option | what |
+/// |---|---|
+/// | `cron = "0 0 2 * * *"` | a 6-field cron expression (`sec min hour day-of-month month day-of-week`) |
+/// | `every = "30s"`, `offset = "5s"` | an interval instead: slots aligned to the Unix epoch, the same on every replica |
+/// | `zone = "Europe/Berlin"` | the IANA time zone of a cron expression (default UTC) |
+/// | `name = "daily-report"` | the job's name (default: the function's, `_` as `-`) |
+/// | `lock = "lock:report"` | the lock the scheduler takes (default `lock:job:<name>`); not on a `#[distributed_lock]` fn, which takes its own |
+/// | `lease`, `wait`, `at_least`, `fencing` | that lock's options, as on `#[distributed_lock]` |
+/// | `on_lost = "continue"` | let a run whose lock is lost finish (default `"cancel"`) |
+/// | `catch_up = "latest 5m"` | missed slots: `"never"`, `"latest"` (within a minute), `"latest <duration>"`, `"each <count>"` |
+/// | `max_run_time = "10m"` | cancel a run that takes longer |
+/// | `group = "reports"` | the scheduler group whose `scheduled_jobs()` adds it (default: any) |
+/// | `crate = "my_app::lock_scheduler"` | where lock-scheduler is, when reached through a re-export |
+///
+/// Durations are an integer with `ms`, `s`, `m`, `h` or `d`.
+///
+/// # Checked at compile time
+///
+/// The schedule is parsed by the parser the scheduler uses: a field out of range names the
+/// field and its allowed values, an expression that never fires (30 February) and an unknown
+/// time zone are errors on the literal. So is every misuse: a function that is not `async`, a
+/// method, a generic function, an argument the scheduler cannot supply (it supplies
+/// `RunContext` and `State<T>`), `cron` with `every`, an unknown or repeated option, a lock
+/// option on a `#[distributed_lock]` function.
+///
+/// # Beside the function
+///
+/// The function is kept as written (call it as before). Next to it, a module of the same name
+/// holds its job: `generate_daily_report::job()` builds it, to add with
+/// `SchedulerBuilder::job` in a test or a binary that wants some jobs only. With
+/// `#[distributed_lock]`, put `#[scheduled]` above it: the job then runs under that lock.
+///
+/// The schedule can be changed without recompiling: `SCHEDULE_<JOB>` in the environment (the
+/// name in upper case, other characters as `_`; `-` turns the job off) or
+/// `SchedulerBuilder::schedule_override`.
+#[proc_macro_attribute]
+pub fn scheduled(args: TokenStream, item: TokenStream) -> TokenStream {
+    let item: proc_macro2::TokenStream = item.into();
+    let attr_span = proc_macro2::Span::call_site();
+    match expand::expand(args.into(), item.clone(), attr_span) {
+        Ok(tokens) => tokens.into(),
+        // The function unchanged next to the errors, so the rest of the crate (and the editor)
+        // still sees it.
+        Err(e) => {
+            let mut out = e.to_compile_error();
+            out.extend(item);
+            out.into()
+        }
+    }
+}

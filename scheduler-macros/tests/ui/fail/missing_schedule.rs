@@ -1,0 +1,6 @@
+use lock_scheduler::scheduled;
+
+#[scheduled(name = "report")]
+async fn report() {}
+
+fn main() {}

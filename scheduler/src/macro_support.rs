@@ -1,0 +1,86 @@
+//! What the expansion of `#[scheduled]` calls, and nothing else. Not a stable API: applications
+//! use [`Job`](crate::Job) and [`SchedulerBuilder`](crate::SchedulerBuilder).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+
+pub use inventory;
+pub use lock_core::{LockOptions, OnLost};
+pub use std::time::Duration;
+
+pub use crate::declared::Registration;
+pub use crate::job::RunContext;
+pub use crate::job_args::{FromRun, MissingState, StateNeed, States};
+pub use crate::schedule::catch_up::CatchUp;
+
+use crate::job::{Job, JobBody, JobOutput, Timing};
+
+/// A job as the attribute declares it (checked at compile time already; checked again when the
+/// scheduler is built).
+#[derive(Debug)]
+pub struct Declaration {
+    /// The job's name.
+    pub name: &'static str,
+    /// The cron expression, or `every <duration>`.
+    pub schedule: &'static str,
+    /// The time zone of a cron expression.
+    pub zone: Option<&'static str>,
+    /// An interval's offset.
+    pub offset: Option<Duration>,
+    /// The lock the scheduler takes around it (`None`: the fn is `#[distributed_lock]`ed and
+    /// takes its own).
+    pub lock: Option<&'static str>,
+    /// Options of that lock.
+    pub lock_options: Option<LockOptions>,
+    /// What happens to a run whose lock is lost.
+    pub on_lost: Option<OnLost>,
+    /// The catch-up policy.
+    pub catch_up: Option<CatchUp>,
+    /// The maximum run time.
+    pub max_run_time: Option<Duration>,
+}
+
+/// The job of `declaration`, running `body` (which extracts the fn's arguments and calls it) at
+/// each slot. `needs`: the state each argument takes.
+pub fn job<F, Fut>(declaration: Declaration, needs: &[fn() -> Option<StateNeed>], body: F) -> Job
+where
+    F: Fn(RunContext, &States) -> Result<Fut, MissingState> + Send + Sync + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: JobOutput,
+{
+    let body = Arc::new(move |run: RunContext, states: &States| match body(run, states) {
+        Ok(run) => run.map(JobOutput::into_job_result).boxed(),
+        Err(missing) => std::future::ready(Err(missing.to_string())).boxed(),
+    });
+    let needs = needs.iter().filter_map(|need| need()).collect();
+    let timing = Timing::Text {
+        schedule: declaration.schedule.to_owned(),
+        zone: declaration.zone.map(str::to_owned),
+        offset: declaration.offset,
+    };
+    let mut job = Job::from_body(declaration.name.to_owned(), timing, JobBody::NeedsState { body, needs });
+    if let Some(key) = declaration.lock {
+        job = job.lock(key);
+    }
+    if let Some(options) = declaration.lock_options {
+        job = job.lock_options(options);
+    }
+    if let Some(on_lost) = declaration.on_lost {
+        job = job.on_lost(on_lost);
+    }
+    if let Some(catch_up) = declaration.catch_up {
+        job = job.catch_up(catch_up);
+    }
+    if let Some(limit) = declaration.max_run_time {
+        job = job.max_run_time(limit);
+    }
+    job
+}
+
+/// A job of `function` (its path), for a registration and for `<fn>::job()`.
+pub fn from_function(mut job: Job, function: &'static str) -> Job {
+    job.function = Some(function);
+    job
+}
