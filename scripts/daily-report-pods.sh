@@ -171,3 +171,33 @@ echo "$logs" | sort | awk -v replicas="$replicas" -v ticks="$ticks" -v exit_code
   echo "$logs" >&2
   die "the daily_report pods did not run the report exactly once per tick"
 }
+
+# 5. One pod run as deploy/kubernetes/deployment.yaml runs it: its arguments and environment
+#    (no --ticks, the job's own schedule, metrics and console on 0.0.0.0), reached over the
+#    network, then stopped with SIGTERM as Kubernetes stops a pod, within its grace period.
+deploy_pod=$run-deploy
+containers+=("$deploy_pod")
+token=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+docker run -d --name "$deploy_pod" --network "$network" \
+  -e POD_NAME=daily-report-7d9f-x2 -e REDIS_URL=redis://redis:6379/ -e LOCKCTL_ADMIN_TOKEN="$token" -e RUST_LOG=info \
+  "$pod_image" --instance daily-report-7d9f-x2 --metrics-port 9464 --admin-port 8088 --listen 0.0.0.0 >/dev/null
+for _ in $(seq 1 100); do
+  docker logs "$deploy_pod" 2>&1 | grep -q 'scheduling the daily report' && break
+  sleep 0.1
+done
+deploy_logs() { docker logs "$deploy_pod" 2>&1 | sed 's/^/deploy pod | /' >&2; }
+docker logs "$deploy_pod" 2>&1 | grep -q 'scheduling the daily report' || { deploy_logs; die "the deployment-shaped pod did not start its scheduler"; }
+address=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$deploy_pod")
+metrics=$(curl -sf --max-time 5 "http://$address:9464/metrics") || { deploy_logs; die "no metrics at http://$address:9464/metrics"; }
+grep -q '^lock_redis_eviction_risk 0' <<<"$metrics" || { echo "$metrics" >&2; die "the pod's metrics lack lock_redis_eviction_risk 0"; }
+curl -sf --max-time 5 -o /dev/null "http://$address:8088/" || { deploy_logs; die "no admin console at http://$address:8088/"; }
+started=$(date +%s)
+docker stop -t 40 "$deploy_pod" >/dev/null
+took=$(($(date +%s) - started))
+status=$(docker inspect -f '{{.State.ExitCode}}' "$deploy_pod")
+if [[ $status != 0 ]] || ! docker logs "$deploy_pod" 2>&1 | grep -q 'SIGTERM received, stopping' ||
+  ! docker logs "$deploy_pod" 2>&1 | grep -q 'stopped'; then
+  deploy_logs
+  die "the deployment-shaped pod did not stop cleanly on SIGTERM (exit status $status after ${took}s)"
+fi
+echo "OK: a pod with the Deployment's arguments served metrics and the console on $address and stopped on SIGTERM in ${took}s (exit 0)"

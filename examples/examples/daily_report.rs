@@ -26,6 +26,7 @@
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
+use std::net::SocketAddr;
 use std::process::{ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -96,13 +97,17 @@ struct Args {
     #[arg(long, value_name = "NAME")]
     instance: Option<String>,
     /// serve the replica's metrics in the Prometheus text format on
-    /// http://127.0.0.1:P/metrics (the demo's replica N uses P + N - 1)
+    /// http://<listen>:P/metrics (the demo's replica N uses P + N - 1)
     #[arg(long, value_name = "P")]
     metrics_port: Option<u16>,
-    /// serve the admin console (web page and JSON API) on http://127.0.0.1:P/; actions need
+    /// serve the admin console (web page and JSON API) on http://<listen>:P/; actions need
     /// the token in LOCKCTL_ADMIN_TOKEN (without it, one is generated and printed)
     #[arg(long, value_name = "P")]
     admin_port: Option<u16>,
+    /// the address the metrics and the admin console listen on (default 127.0.0.1; in a pod,
+    /// 0.0.0.0 so that Prometheus and a Service reach them)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    listen: std::net::IpAddr,
     /// Internal: the first tick (epoch ms) the demo's replicas count, so they all count the
     /// same ticks.
     #[arg(long, value_name = "EPOCH_MS", hide = true, allow_negative_numbers = true)]
@@ -182,12 +187,12 @@ fn tick_label(slot: DateTime<Tz>) -> String {
 async fn replica(instance: String, args: Args) -> anyhow::Result<()> {
     let redis = shared_redis()?;
     if let Some(port) = args.metrics_port {
-        serve_metrics(port)?;
-        println!("[{instance}] metrics on http://127.0.0.1:{port}/metrics");
+        serve_metrics(args.listen, port)?;
+        println!("[{instance}] metrics on http://{}/metrics", SocketAddr::from((args.listen, port)));
     }
     let client = LockClient::builder().url(redis.url()).instance_id(instance.as_str()).build()?;
     if let Some(port) = args.admin_port {
-        serve_console(client.clone(), port, &instance).await?;
+        serve_console(client.clone(), SocketAddr::from((args.listen, port)), &instance).await?;
     }
     // The annotated fn has no `client = ...`: it uses the installed default.
     client.install_default();
@@ -237,18 +242,19 @@ async fn replica(instance: String, args: Args) -> anyhow::Result<()> {
 }
 
 /// Installs the Prometheus exporter as the process's `metrics` recorder, serving the text
-/// format on `127.0.0.1:port` (lock-core and the scheduler record through the facade only).
-fn serve_metrics(port: u16) -> anyhow::Result<()> {
+/// format on `address:port` (lock-core and the scheduler record through the facade only).
+fn serve_metrics(address: std::net::IpAddr, port: u16) -> anyhow::Result<()> {
+    let address = SocketAddr::from((address, port));
     metrics_exporter_prometheus::PrometheusBuilder::new()
-        .with_http_listener(([127, 0, 0, 1], port))
+        .with_http_listener(address)
         .install()
-        .with_context(|| format!("serving metrics on 127.0.0.1:{port}"))
+        .with_context(|| format!("serving metrics on {address}"))
 }
 
-/// Serves the admin console on `127.0.0.1:port` in the background, with the token from
+/// Serves the admin console on `address` in the background, with the token from
 /// `LOCKCTL_ADMIN_TOKEN` or, without one, a random token it prints (a demo; a deployment
 /// sets its own).
-async fn serve_console(client: LockClient, port: u16, who: &str) -> anyhow::Result<()> {
+async fn serve_console(client: LockClient, address: SocketAddr, who: &str) -> anyhow::Result<()> {
     let token = match std::env::var("LOCKCTL_ADMIN_TOKEN") {
         Ok(token) if !token.is_empty() => token,
         _ => {
@@ -264,10 +270,10 @@ async fn serve_console(client: LockClient, port: u16, who: &str) -> anyhow::Resu
         }
     };
     let console = lock_console::Console::new(client).token(token)?.lock_pattern("lock:*");
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+    let listener = tokio::net::TcpListener::bind(address)
         .await
-        .with_context(|| format!("serving the admin console on 127.0.0.1:{port}"))?;
-    println!("[{who}] admin console on http://127.0.0.1:{port}/");
+        .with_context(|| format!("serving the admin console on {address}"))?;
+    println!("[{who}] admin console on http://{address}/");
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, console.router()).await {
             eprintln!("the admin console stopped: {e}");
@@ -461,7 +467,7 @@ async fn demo(args: Args) -> anyhow::Result<()> {
     ensure_reachable(&redis).await?;
     if let Some(port) = args.admin_port {
         let client = LockClient::builder().url(redis.url()).instance_id("demo-console").build()?;
-        serve_console(client, port, "demo").await?;
+        serve_console(client, SocketAddr::from((args.listen, port)), "demo").await?;
     }
 
     // Count ticks from the first slot at least 1.5 s away, so that every replica is up.
@@ -524,7 +530,7 @@ fn spawn_replicas(
         }
         if let Some(port) = args.metrics_port {
             let port = port.saturating_add(u16::try_from(i - 1).unwrap_or(u16::MAX));
-            cmd.args(["--metrics-port", &port.to_string()]);
+            cmd.args(["--metrics-port", &port.to_string(), "--listen", &args.listen.to_string()]);
         }
         let mut child = cmd.spawn().context("starting a replica")?;
         let stdout = child.stdout.take().context("replica stdout")?;

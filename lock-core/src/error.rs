@@ -159,6 +159,16 @@ pub enum LockError {
     #[error("invalid lock client configuration: {0}")]
     Config(String),
 
+    /// Redis may evict keys that have a TTL (`maxmemory-policy` other than `noeviction` with a
+    /// `maxmemory` limit), so a held lock could vanish under memory pressure, and
+    /// [`EvictionCheck::Error`](crate::EvictionCheck::Error) was chosen. Not transient: it
+    /// lasts until Redis is reconfigured (each reconnection checks again).
+    #[error("redis may evict lock keys: {detail}")]
+    Eviction {
+        /// Which master, its policy and limit, and what to change.
+        detail: String,
+    },
+
     /// No default client was installed, but code asked for it.
     #[error(
         "no default lock client is installed: call `LockClient::install_default()` at startup, \
@@ -275,7 +285,9 @@ fn auth_hint(e: &RedisError) -> Option<&'static str> {
             "the server requires a password: put it in the URL, redis://:PASSWORD@host:port/ (or redis://USER:PASSWORD@... for an ACL user)",
         )
     } else if e.code() == Some("NOPERM") || e.to_string().contains("NOPERM") {
-        Some("the ACL user lacks a permission the lock client needs (see README, \"ACL\")")
+        Some(
+            "the ACL user lacks a permission the lock client needs (the guide's \"TLS and an ACL user\" lists every permission)",
+        )
     } else if is_auth_error(e) {
         Some("check the user and password in the Redis URL")
     } else {

@@ -28,6 +28,7 @@ pub use client::builder::{
 };
 pub use client::inspect;
 pub use client::{ClientStats, LockClient};
+pub use conn::eviction::EvictionCheck;
 pub use error::{ErrorChain, LockError, LossReason, Result};
 pub use held::guard::LockGuard;
 pub use held::scope::{CurrentLock, current};

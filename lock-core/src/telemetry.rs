@@ -5,14 +5,18 @@
 //!
 //! | name | type | labels | what |
 //! |---|---|---|---|
-//! | `lock_acquisitions_total` | counter | `key`, `outcome` = `acquired` \| `held` \| `timeout` \| `error` | acquisitions (re-entrant ones not counted) |
-//! | `lock_wait_seconds` | histogram | `key`, `outcome` | time from the call to its outcome |
-//! | `lock_hold_seconds` | histogram | `key` | from acquisition to release |
-//! | `lock_handoffs_total` | counter | `key` | locks a waiting caller got (handed over by a release, or free when it retried) |
+//! | `lock_acquisitions_total` | counter | `key`, `kind`, `outcome` = `acquired` \| `held` \| `timeout` \| `error` | acquisitions (re-entrant ones not counted) |
+//! | `lock_wait_seconds` | histogram | `key`, `kind`, `outcome` | time from the call to its outcome |
+//! | `lock_hold_seconds` | histogram | `key`, `kind` | from acquisition to release |
+//! | `lock_handoffs_total` | counter | `key`, `kind` | locks a waiting caller got (handed over by a release, or free when it retried) |
+//! | `lock_handoffs_unclaimed_total` | counter | `key`, `kind`, `reason` = `waiter_left` \| `lapsed` | hand-offs that reached nobody |
 //! | `lock_renewals_total` | counter | | lock-key renewals the watchdog sent |
 //! | `lock_renewal_failures_total` | counter | | renewal batches that failed (Redis unreachable, timeout) |
-//! | `lock_losses_total` | counter | `key`, `reason` = `expired` \| `not_owner` | held locks lost |
+//! | `lock_losses_total` | counter | `key`, `kind`, `reason` = `expired` \| `not_owner` | held locks lost |
 //! | `lock_redis_requests_total` | counter | | requests sent to Redis: a command or a pipeline (round trips, pipelined or not; subscriptions not counted) |
+//! | `lock_redis_eviction_risk` | gauge | | 1 if the last connection found a master that may evict keys with a TTL (see [`EvictionCheck`](crate::EvictionCheck)), else 0 |
+//!
+//! `kind` is `lock`, `semaphore`, `read` or `write`.
 //!
 //! The `key` label is the lock key with every `:`-separated segment that contains a digit
 //! replaced by `*` (`lock:product:42` → `lock:product:*`), so per-resource keys do not create

@@ -218,8 +218,8 @@ async fn lockctl_operates_a_running_replica() {
     })
     .await;
     for expected in [
-        r#"scheduler_runs_total{job="daily-report",outcome="ran"}"#,
-        r#"scheduler_runs_total{job="daily-report",outcome="skipped_paused"}"#,
+        r#"scheduler_runs_total{job_name="daily-report",outcome="ran"}"#,
+        r#"scheduler_runs_total{job_name="daily-report",outcome="skipped_paused"}"#,
         r#"lock_acquisitions_total{key="lock:daily-report",kind="lock",outcome="acquired"}"#,
         "lock_hold_seconds",
         "scheduler_run_duration_seconds",

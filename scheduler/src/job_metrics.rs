@@ -28,9 +28,9 @@ impl Ran {
         let (job, outcome) = (job.to_owned(), RunOutcome::Ran.metric_label());
         Ran {
             recorder,
-            runs: metrics::counter!("scheduler_runs_total", "job" => job.clone(), "outcome" => outcome),
-            duration: metrics::histogram!("scheduler_run_duration_seconds", "job" => job.clone(), "outcome" => outcome),
-            lag: metrics::histogram!("scheduler_start_lag_seconds", "job" => job),
+            runs: metrics::counter!("scheduler_runs_total", "job_name" => job.clone(), "outcome" => outcome),
+            duration: metrics::histogram!("scheduler_run_duration_seconds", "job_name" => job.clone(), "outcome" => outcome),
+            lag: metrics::histogram!("scheduler_start_lag_seconds", "job_name" => job),
         }
     }
 }
@@ -52,16 +52,16 @@ impl JobMetrics {
             return;
         }
         let name = job.to_owned();
-        metrics::counter!("scheduler_runs_total", "job" => name.clone(), "outcome" => outcome.metric_label())
+        metrics::counter!("scheduler_runs_total", "job_name" => name.clone(), "outcome" => outcome.metric_label())
             .increment(1);
         match outcome {
             RunOutcome::Missed(n) => {
-                metrics::counter!("scheduler_misfires_total", "job" => name).increment(*n)
+                metrics::counter!("scheduler_misfires_total", "job_name" => name).increment(*n)
             }
             o if o.ran_here() => {
-                metrics::histogram!("scheduler_run_duration_seconds", "job" => name.clone(), "outcome" => o.metric_label())
+                metrics::histogram!("scheduler_run_duration_seconds", "job_name" => name.clone(), "outcome" => o.metric_label())
                     .record(duration.as_secs_f64());
-                metrics::histogram!("scheduler_start_lag_seconds", "job" => name)
+                metrics::histogram!("scheduler_start_lag_seconds", "job_name" => name)
                     .record(lateness.as_secs_f64());
             }
             _ => {}

@@ -140,7 +140,8 @@ impl SchedulerBuilder {
     /// Each job-tick has one preferred replica among the live ones of the group (rendezvous
     /// hashing of the job, the tick and the instance ids), which claims it at once; so runs
     /// spread evenly over the replicas. The others claim it after this grace, so a preferred
-    /// replica that is dead (until its membership lapses, at most 10 s), stalled or slow
+    /// replica that is dead (until its membership lapses: at most
+    /// [`MEMBER_TTL`](crate::schema::MEMBER_TTL), 6 s), stalled or slow
     /// delays the run by the grace, never loses it. Exactly-once never depends on it: the
     /// claim is atomic in Redis. Zero makes every replica claim at once (the fastest clock
     /// then wins most runs).
@@ -210,6 +211,25 @@ impl SchedulerBuilder {
 /// Each replica builds the same `Scheduler`; each slot of each job is claimed in Redis together
 /// with the job's lock, so one replica runs it: at most one always, exactly one while Redis is
 /// reachable (see the crate docs).
+///
+/// ```no_run
+/// use lock_scheduler::lock_core::LockClient;
+/// use lock_scheduler::{Job, Scheduler};
+///
+/// # async fn purge_sessions() -> anyhow::Result<()> { Ok(()) }
+/// #[tokio::main]
+/// async fn main() -> anyhow::Result<()> {
+///     let scheduler = Scheduler::builder()
+///         .client(LockClient::from_env()?)
+///         .scheduled_jobs() // the #[scheduled] fns of this binary
+///         .job(Job::new("purge-sessions", "0 */10 * * * *", purge_sessions).lock("lock:purge-sessions"))
+///         .build()?;
+///     // Runs until SIGTERM or Ctrl-C, then lets running jobs finish (up to the grace).
+///     let report = scheduler.run_until_signal().await?;
+///     println!("{report:?}");
+///     Ok(())
+/// }
+/// ```
 pub struct Scheduler {
     shared: Arc<Shared>,
     jobs: Vec<Arc<JobEntry>>,

@@ -247,10 +247,85 @@ async fn the_lock_user_is_enough_behind_sentinel() {
     lock_user_is_enough(|user| user.url_on(&url), &group.data_urls()).await;
 }
 
-/// README's "Deploying" section shows the ACL line operators copy: the one the tests use.
+/// The guide's "TLS and an ACL user" section shows the ACL line operators copy: the one the
+/// tests use.
 #[test]
-fn readme_shows_the_lock_user_acl_line() {
+fn the_guide_shows_the_lock_user_acl_line() {
     let line = tests::harness::lock_user_acl_line("lockuser", "<password>", "lock:");
-    let readme = include_str!("../../README.md");
-    assert!(readme.contains(&line), "README.md must show the ACL line the tests use:\n{line}");
+    let chapter = include_str!("../../docs/guide/src/redis-deployments.md");
+    assert!(chapter.contains(&line), "redis-deployments.md must show the ACL line the tests use:\n{line}");
+}
+
+/// A client connecting to a Redis that may evict keys with a TTL (every lock key has one):
+/// with `EvictionCheck::Error` every command fails, naming the policy and what to set, until
+/// the policy is `noeviction`; the default (`Warn`) works on. No limit (`maxmemory 0`) is safe
+/// whatever the policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_may_evict_lock_keys_is_refused_when_asked() {
+    use lock_core::{EvictionCheck, LockClient, LockError, LockOptions};
+    init_tracing();
+    let server = RedisServer::start();
+    let client =
+        |check| LockClient::builder().url(server.url()).eviction_check(check).build().expect("client");
+    server.cli(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    // No limit: nothing is ever evicted.
+    client(EvictionCheck::Error)
+        .try_lock("lock:evict:a", LockOptions::new())
+        .await
+        .expect("no maxmemory")
+        .release()
+        .await
+        .expect("release");
+    server.cli(&["CONFIG", "SET", "maxmemory", "100mb"]);
+    let strict = client(EvictionCheck::Error);
+    let err = strict.try_lock("lock:evict:a", LockOptions::new()).await.expect_err("may evict");
+    assert!(matches!(err, LockError::Eviction { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("allkeys-lru") && message.contains("noeviction"), "{message}");
+    assert_eq!(server.cli(&["EXISTS", "lock:evict:a"]), "0", "nothing was written");
+    // Refused again on the next call (each connection checks), not only the first.
+    assert!(matches!(
+        strict.try_lock("lock:evict:a", LockOptions::new()).await,
+        Err(LockError::Eviction { .. })
+    ));
+    // The default warns and works.
+    let guard =
+        client(EvictionCheck::Warn).try_lock("lock:evict:b", LockOptions::new()).await.expect("warn only");
+    assert!(guard.release().await.expect("release"));
+    // Fixed on the server: the strict client connects.
+    server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    let guard = strict.try_lock("lock:evict:a", LockOptions::new()).await.expect("noeviction is safe");
+    assert!(guard.release().await.expect("release"));
+}
+
+/// On a cluster every master is checked: one master with `volatile-lru` is enough, and the
+/// error names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_master_of_a_cluster_is_checked_for_eviction() {
+    use lock_core::{EvictionCheck, LockClient, LockError, LockOptions};
+    init_tracing();
+    let cluster = tokio::task::spawn_blocking(RedisCluster::start).await.expect("cluster");
+    let masters = cluster.master_urls();
+    let nodes = cluster.urls();
+    let hosts: Vec<&str> =
+        nodes.iter().map(|u| u.trim_start_matches("redis://").trim_end_matches('/')).collect();
+    let url = format!("redis+cluster://{}", hosts.join(","));
+    let risky = masters.last().expect("a master");
+    query(risky, &["CONFIG", "SET", "maxmemory", "100mb"]).expect("CONFIG SET");
+    query(risky, &["CONFIG", "SET", "maxmemory-policy", "volatile-lru"]).expect("CONFIG SET");
+    let client =
+        LockClient::builder().url(&url).eviction_check(EvictionCheck::Error).build().expect("client");
+    let err =
+        client.try_lock("lock:evict:cluster", LockOptions::new()).await.expect_err("one master may evict");
+    let message = err.to_string();
+    let port = risky.trim_end_matches('/').rsplit(':').next().expect("a port");
+    assert!(
+        matches!(err, LockError::Eviction { .. })
+            && message.contains(&format!(":{port}"))
+            && message.contains("volatile-lru"),
+        "{message}"
+    );
+    query(risky, &["CONFIG", "SET", "maxmemory-policy", "noeviction"]).expect("CONFIG SET");
+    let guard = client.try_lock("lock:evict:cluster", LockOptions::new()).await.expect("every master safe");
+    assert!(guard.release().await.expect("release"));
 }

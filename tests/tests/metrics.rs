@@ -239,7 +239,7 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
     handle.shutdown().await;
 
     let snap = values(&snapshotter);
-    let job_label = "job=metrics-job";
+    let job_label = "job_name=metrics-job";
     assert!(counter(&snap, "scheduler_runs_total", &[job_label, "outcome=ran"]) >= 2);
     assert!(counter(&snap, "scheduler_runs_total", &[job_label, "outcome=skipped_paused"]) >= 1);
     assert!(histogram(&snap, "scheduler_run_duration_seconds", &[job_label, "outcome=ran"]).len() >= 2);
@@ -261,4 +261,34 @@ async fn locks_and_jobs_are_measured_with_bounded_key_labels() {
     assert!(history.windows(2).all(|w| w[0].id >= w[1].id), "newest first: {history:?}");
     let ttl = server.cli(&["PTTL", &lock_scheduler::history_key("metrics-job").expect("a valid job name")]);
     assert!(ttl.trim().parse::<i64>().is_ok_and(|ms| ms > 0), "the history expires: {ttl}");
+
+    // The connect-time eviction check: a fresh client on this Redis (no maxmemory) found it
+    // safe; on one that may evict keys with a TTL it says so (and, by default, works on).
+    let fresh = client(&server, "pod-3");
+    fresh
+        .try_lock("lock:evict", LockOptions::new())
+        .await
+        .expect("acquired")
+        .release()
+        .await
+        .expect("released");
+    assert_eq!(gauge(&values(&snapshotter), "lock_redis_eviction_risk"), Some(0.0));
+    server.cli(&["CONFIG", "SET", "maxmemory", "100mb"]);
+    server.cli(&["CONFIG", "SET", "maxmemory-policy", "volatile-lru"]);
+    let risky = client(&server, "pod-4");
+    risky
+        .try_lock("lock:evict", LockOptions::new())
+        .await
+        .expect("warned only")
+        .release()
+        .await
+        .expect("released");
+    assert_eq!(gauge(&values(&snapshotter), "lock_redis_eviction_risk"), Some(1.0));
+}
+
+fn gauge(values: &Values, name: &str) -> Option<f64> {
+    values.iter().find(|(n, _, _)| n == name).map(|(_, _, v)| match v {
+        DebugValue::Gauge(g) => g.into_inner(),
+        other => panic!("{name} is not a gauge: {other:?}"),
+    })
 }

@@ -1,14 +1,14 @@
-//! What README.md's "What is in Redis" table says is what `lock_core::schema` and
-//! `lock_scheduler::schema` build: every name the schemas make appears there, spelled as they spell
-//! it.
+//! What the guide's key table (docs/guide/src/protocol.md, "Keys") says is what
+//! `lock_core::schema` and `lock_scheduler::schema` build: every name the schemas make appears
+//! there, spelled as they spell it, with the expiries they set.
 
 use lock_core::schema;
 
 /// The table, from its heading to the next heading.
 fn key_table() -> &'static str {
-    let readme = include_str!("../../README.md");
-    let start = readme.find("### What is in Redis").expect("README has the key table");
-    let rest = &readme[start..];
+    let chapter = include_str!("../../docs/guide/src/protocol.md");
+    let start = chapter.find("\n## Keys\n").expect("protocol.md has the key table");
+    let rest = &chapter[start..];
     let end = rest[4..].find("\n#").map_or(rest.len(), |i| i + 4);
     &rest[..end]
 }
@@ -32,10 +32,7 @@ fn the_key_table_spells_every_name_the_schema_builds() {
         schema::handoff_record("<client id>"),
     ];
     for name in names {
-        assert!(
-            table.contains(&format!("`{name}`")) || table.contains(&name),
-            "README's key table lacks {name}"
-        );
+        assert!(table.contains(&format!("`{name}`")) || table.contains(&name), "the key table lacks {name}");
     }
     // A key with a hash tag of its own: the suffix is appended, as the table says.
     assert!(table.contains(&format!("`{}`", schema::fence_key("lock:{order}:1"))));
@@ -51,12 +48,17 @@ fn the_key_table_spells_every_name_the_scheduler_schema_builds() {
         sched::pause_key(job).expect("a valid name"),
         sched::missed_key(job).expect("a valid name"),
         sched::members_key("<group>"),
+        sched::jobs_key("<group>"),
+        sched::runs_key("<group>"),
     ];
     for name in names {
-        assert!(table.contains(&format!("`{name}`")), "README's key table lacks {name}");
+        assert!(table.contains(&format!("`{name}`")), "the key table lacks {name}");
     }
     assert!(
         table.contains(&format!("capped stream, expires {} days", sched::HISTORY_TTL.as_secs() / 86_400))
     );
     assert!(table.contains(&format!("lapses after {} s", sched::MEMBER_TTL.as_secs())));
+    assert!(
+        table.contains(&format!("expires {} s after the last request", sched::RUN_REQUEST_TTL.as_secs()))
+    );
 }

@@ -187,10 +187,12 @@ impl OrderService {
     /// The lease is fixed at 2 s; if it ran out mid-order the order would be cancelled
     /// (`on_lost = "cancel"`, the default) and any late write would still be refused by the
     /// fence.
+    // ANCHOR: place_order
     #[distributed_lock(key = "lock:product:{order.product_id}", fencing, lease = "2s", client = self.locks)]
     pub async fn place_order(&self, order: Order) -> Result<Receipt, OrderError> {
         self.sell_locked(order).await
     }
+    // ANCHOR_END: place_order
 
     /// Like [`place_order`](Self::place_order), but waits up to 1 s for a busy product (woken
     /// the moment the holder releases) before giving up with [`OrderError::Busy`].
@@ -250,6 +252,7 @@ impl OrderService {
         Ok(self.receipt(order, sale, Some(fence)))
     }
 
+    // ANCHOR: sell_locked
     /// The body of the locked variants: read, process, fenced write.
     async fn sell_locked(&self, order: Order) -> Result<Receipt, OrderError> {
         let fence = current_fence()?;
@@ -258,6 +261,7 @@ impl OrderService {
         let sale = self.inventory.sell_fenced(order.product_id, order.qty, fence, self.instance()).await?;
         Ok(self.receipt(order, sale, Some(fence)))
     }
+    // ANCHOR_END: sell_locked
 
     /// Reads the stock and rejects the order early if there is not enough; returns the stock.
     async fn check_stock(&self, order: Order) -> Result<i64, OrderError> {

@@ -11,6 +11,7 @@ use crate::client::LockClient;
 use crate::conn::Conn;
 use crate::conn::deploy::Deployment;
 use crate::conn::deploy::url::{self, Spec};
+use crate::conn::eviction::EvictionCheck;
 use crate::conn::wake_ups::WakeUps;
 use crate::error::{LockError, Result};
 use crate::options::{ClientConfig, validate_lease};
@@ -61,6 +62,7 @@ pub struct LockClientBuilder {
     liveness_ttl: Duration,
     command_timeout: Duration,
     backoff: (Duration, Duration),
+    eviction: EvictionCheck,
 }
 
 impl Default for LockClientBuilder {
@@ -78,6 +80,7 @@ impl Default for LockClientBuilder {
             liveness_ttl: DEFAULT_LIVENESS_TTL,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             backoff: (DEFAULT_WAIT_BACKOFF, DEFAULT_MAX_WAIT_BACKOFF),
+            eviction: EvictionCheck::Warn,
         }
     }
 }
@@ -266,6 +269,25 @@ impl LockClientBuilder {
         self
     }
 
+    /// What to do when Redis may evict keys that have a TTL, which would let a held lock
+    /// vanish under memory pressure: warn (the default), refuse to work, or not check. See
+    /// [`EvictionCheck`] for what is checked and when.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), lock_core::LockError> {
+    /// use lock_core::{EvictionCheck, LockClient};
+    ///
+    /// let client = LockClient::builder()
+    ///     .url("redis://10.0.0.5:6379/")
+    ///     .eviction_check(EvictionCheck::Error)
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn eviction_check(mut self, check: EvictionCheck) -> Self {
+        self.eviction = check;
+        self
+    }
+
     /// Validates the configuration and wires the client's parts (see `LockClientBuilder::build`
     /// in `client.rs`).
     pub(crate) fn into_core(self) -> Result<Core> {
@@ -344,7 +366,7 @@ impl LockClientBuilder {
             backoff: self.backoff,
             replica_ack: self.replica_ack,
         };
-        let conn = std::sync::Arc::new(Conn::new(deployment, self.command_timeout));
+        let conn = std::sync::Arc::new(Conn::new(deployment, self.command_timeout, self.eviction));
         let waiters = WakeUps::new(conn.clone(), self.command_timeout);
         Ok(Core::new(config, conn, waiters))
     }
@@ -440,6 +462,7 @@ impl fmt::Debug for LockClientBuilder {
             .field("liveness_ttl", &self.liveness_ttl)
             .field("command_timeout", &self.command_timeout)
             .field("wait_backoff", &self.backoff)
+            .field("eviction_check", &self.eviction)
             .finish()
     }
 }

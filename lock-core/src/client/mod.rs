@@ -217,7 +217,7 @@ impl LockClient {
     /// a release hands the key to the oldest live ticket and announces it on that client's
     /// channel. A waiter falls back to a jittered retry no later than the holder's remaining
     /// lease. So a free lock goes to the waiter, of any client, that has waited longest (for
-    /// when a newcomer can still win, see the README's "Guarantees and limits").
+    /// when a newcomer can still win, see the guide's "Guarantees and failure modes").
     ///
     /// Inside a locked section of the current task that already holds `key` (see
     /// [`with_lock`](Self::with_lock)), returns a nested guard without touching Redis.
@@ -237,6 +237,19 @@ impl LockClient {
     ///
     /// Inside [`tick::scope`](crate::tick::scope), the first such section claims the run's tick
     /// with its lock and fails with [`LockError::TickClaimed`] if it was already claimed.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use lock_core::{LockClient, LockError, LockOptions};
+    ///
+    /// # async fn rebuild_index() -> usize { 0 }
+    /// async fn reindex(client: &LockClient) -> Result<usize, LockError> {
+    ///     // Wait up to 5 s for another replica's reindex to finish, then run ours under the lock.
+    ///     let options = LockOptions::new().wait(Duration::from_secs(5));
+    ///     client.with_lock("lock:search-index", options, rebuild_index()).await
+    /// }
+    /// ```
     pub async fn with_lock<F: Future>(&self, key: &str, options: LockOptions, fut: F) -> Result<F::Output> {
         section::run(&self.core, Target::lock(key), options, scope::claim_tick(), fut).await.result
     }

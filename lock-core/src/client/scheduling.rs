@@ -56,6 +56,28 @@ impl LockClient {
     /// path as [`run_tick`](Self::run_tick). The results are in the order of `requests`; an
     /// error (invalid key or options, Redis failing) is that claim's alone. A batch whose reply
     /// is lost gives up every token it sent, in the background, as a single acquisition does.
+    ///
+    /// ```no_run
+    /// use lock_core::tick::{Claim, ClaimRequest};
+    /// use lock_core::{LockClient, LockOptions};
+    ///
+    /// # async fn run_job(_: &str) {}
+    /// async fn fire(client: &LockClient, slot_ms: i64) {
+    ///     let keys = ["lock:job:invoices", "lock:job:reports"];
+    ///     let requests: Vec<_> = keys.iter().map(|key| ClaimRequest::new(key, slot_ms, LockOptions::new())).collect();
+    ///     for (key, claim) in keys.iter().zip(client.claim_ticks(&requests).await) {
+    ///         match claim {
+    ///             // This replica won the slot: run the job under its lock.
+    ///             Ok(Claim::Claimed(claimed)) => {
+    ///                 let _ = claimed.run(run_job(key)).await;
+    ///             }
+    ///             Ok(Claim::ClaimedElsewhere { last_tick }) => println!("{key}: ran elsewhere ({last_tick})"),
+    ///             Ok(_) => println!("{key}: still running elsewhere"),
+    ///             Err(e) => eprintln!("{key}: {e}"),
+    ///         }
+    ///     }
+    /// }
+    /// ```
     pub async fn claim_ticks(&self, requests: &[ClaimRequest<'_>]) -> Vec<Result<Claim>> {
         self.core().claim_ticks(requests).await
     }

@@ -93,7 +93,7 @@ mod tests {
         let server = RedisServer::start();
         let timeout = Duration::from_secs(5);
         let deployment = Deployment::single(&server.url(), None, None, None, 2, timeout).expect("deployment");
-        let conn = Conn::new(deployment, timeout);
+        let conn = Conn::new(deployment, timeout, crate::conn::eviction::EvictionCheck::Off);
         server.cli(&["SCRIPT", "FLUSH"]);
         server.cli(&["SET", "lock:first", "token-1"]);
         server.cli(&["SET", "lock:second", "token-2"]);

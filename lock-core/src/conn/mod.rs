@@ -4,6 +4,7 @@
 
 pub(crate) mod batches;
 pub(crate) mod deploy;
+pub(crate) mod eviction;
 pub(crate) mod wake_ups;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +16,7 @@ use deadpool_redis::redis::{self, FromRedisValue, RedisError, Script};
 
 use crate::conn::deploy::slots::{self, Node, SlotMap};
 use crate::conn::deploy::{Deployment, Link};
+use crate::conn::eviction::EvictionCheck;
 use crate::error::{LockError, Result, is_connection_error};
 use crate::schema::eval::Eval;
 use crate::sync::{lock_unpoisoned, read_unpoisoned, write_unpoisoned};
@@ -49,6 +51,8 @@ pub(crate) struct Conn {
     slot_map: Mutex<Option<(Instant, SlotMap)>>,
     /// How long one command (or one pipeline) may take.
     pub(crate) timeout: Duration,
+    /// What to do on connecting to a Redis that may evict lock keys.
+    eviction: EvictionCheck,
 }
 
 impl std::fmt::Debug for Conn {
@@ -61,13 +65,14 @@ impl std::fmt::Debug for Conn {
 }
 
 impl Conn {
-    pub(crate) fn new(deployment: Deployment, timeout: Duration) -> Self {
+    pub(crate) fn new(deployment: Deployment, timeout: Duration, eviction: EvictionCheck) -> Self {
         Conn {
             deployment,
             slot: RwLock::new(None),
             generation: AtomicU64::new(0),
             slot_map: Mutex::new(None),
             timeout,
+            eviction,
         }
     }
 
@@ -366,19 +371,37 @@ impl Conn {
         script.load_async(&mut conn).await.map(drop).map_err(|e| LockError::redis(action(), e))
     }
 
-    /// The connection for one request (counted in `lock_redis_requests_total`).
+    /// The connection for one request (counted in `lock_redis_requests_total`), with the
+    /// generation to record for it (see [`per_command`](Self::per_command)).
     async fn connection(&self, action: &impl Fn() -> String) -> Result<(u64, Link)> {
         crate::telemetry::request_sent();
         if let Some((generation, conn)) = read_unpoisoned(&self.slot).as_ref() {
-            return Ok((*generation, conn.clone()));
+            return Ok((self.per_command(*generation), conn.clone()));
         }
         // Boxed: connecting is rare, and its future would otherwise be inlined into (and
         // copied along with) every command's future.
-        Box::pin(self.connect(action())).await
+        let (generation, conn) = Box::pin(self.connect(action())).await?;
+        Ok((self.per_command(generation), conn))
+    }
+
+    /// The generation a command records: what orders a later clean-up after a command whose
+    /// reply was lost (Redis runs one socket's commands in order). On one node that is the
+    /// connection's, one socket for its whole life. A cluster connection stays while redis-rs
+    /// replaces a failed node's socket underneath, so two of its commands are not known to
+    /// share a socket: each gets a generation of its own, and a lost reply there is settled
+    /// only by finding the token, or by its lease running out.
+    fn per_command(&self, generation: u64) -> u64 {
+        if self.deployment.is_cluster() {
+            self.generation.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            generation
+        }
     }
 
     async fn connect(&self, action: String) -> Result<(u64, Link)> {
         let link = self.deployment.connect(&action).await?;
+        // Before the link is shared: with EvictionCheck::Error no command may use it.
+        eviction::check(&link, self.eviction, self.timeout).await?;
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         let mut slot = write_unpoisoned(&self.slot);
         // Another task may have connected meanwhile; keep the first so all share one.

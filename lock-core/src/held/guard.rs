@@ -90,6 +90,23 @@ impl LockGuard {
     /// renewal (Redis unreachable, process stalled, fixed lease run out). It never resolves
     /// once the lock is released. Race it against the work with `tokio::select!` to stop work
     /// that must not go on unprotected.
+    ///
+    /// ```no_run
+    /// use lock_core::{LockClient, LockError, LockOptions};
+    ///
+    /// # async fn copy_partition() {}
+    /// async fn migrate(client: &LockClient) -> Result<(), LockError> {
+    ///     let guard = client.try_lock("lock:migration", LockOptions::new()).await?;
+    ///     tokio::select! {
+    ///         () = copy_partition() => {
+    ///             guard.release().await?;
+    ///             Ok(())
+    ///         }
+    ///         // Another replica may hold it from here on: stop, and say why.
+    ///         reason = guard.lost() => Err(LockError::Lost { key: guard.key().to_owned(), reason }),
+    ///     }
+    /// }
+    /// ```
     pub fn lost(&self) -> impl Future<Output = LossReason> + Send + 'static {
         self.state.clone().lost()
     }

@@ -23,6 +23,25 @@ pub(crate) const MAX_CATCH_UP: Duration =
 /// key a replica that starts, or finds Redis reachable again, reads the last claimed tick and
 /// treats the slots since as missed. Jobs whose fn brings its own lock
 /// (`#[distributed_lock]`) only see the slots missed while their replica was running.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use lock_scheduler::{CatchUp, Job, scheduled};
+///
+/// // Every missed hour runs, oldest first, up to a day's worth.
+/// #[scheduled(cron = "0 0 * * * *", catch_up = "each 24")]
+/// async fn send_invoices() {}
+///
+/// # async fn refresh() {}
+/// # fn main() {
+/// // Only the next slot matters: missed ones are recorded, not run.
+/// let cache = Job::new("cache", "0 */5 * * * *", refresh).lock("lock:cache").catch_up(CatchUp::Never);
+/// // The default: the latest missed slot runs if it is at most a minute old.
+/// assert_eq!(CatchUp::default(), CatchUp::Latest(Duration::from_secs(60)));
+/// # let _ = cache;
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CatchUp {
