@@ -1,7 +1,7 @@
 //! `lockbench`: measures lock-core against the raw Redis floor, in one run.
 //!
 //! ```text
-//! cargo run --release -p lockbench -- [--quick] [--explain] [--only s1,s2,s3,s4,s5,s6] [--json FILE]
+//! cargo run --release -p lockbench -- [--quick] [--explain] [--only s1,s2,s3,s4,s5,s6,peers] [--json FILE]
 //! cargo run --release -p lockbench -- --cluster [--quick]   # S1 on a 3-master cluster
 //! ```
 //!
@@ -46,6 +46,7 @@
 
 mod conn;
 mod cycles;
+mod peers;
 mod raw;
 mod report;
 mod s1;
@@ -75,7 +76,7 @@ use crate::server::CmdStats;
 #[derive(Debug, Parser)]
 #[command(
     name = "lockbench",
-    override_usage = "lockbench [--quick] [--explain] [--only s1,s2,s3,s4,s5,s6] [--json FILE] [--locks N] [--lease-ms MS]
+    override_usage = "lockbench [--quick] [--explain] [--only s1,s2,s3,s4,s5,s6,peers] [--json FILE] [--locks N] [--lease-ms MS]
        lockbench --cluster [--quick] [--explain] [--json FILE]
        lockbench --callgrind VARIANT --iters N [--tasks T]",
     after_help = "Uses REDIS_URL if set, else starts a private redis-server from PATH."
@@ -128,7 +129,9 @@ struct Cli {
 }
 
 /// The scenarios `--only` names.
-const SCENARIOS: [&str; 6] = ["s1", "s2", "s3", "s4", "s5", "s6"];
+const SCENARIOS: [&str; 7] = ["s1", "s2", "s3", "s4", "s5", "s6", "peers"];
+/// What runs without `--only`: the peers table (rslock, redis-lock) only when asked for.
+const DEFAULT_SCENARIOS: [&str; 6] = ["s1", "s2", "s3", "s4", "s5", "s6"];
 
 #[derive(Debug)]
 struct Args {
@@ -157,7 +160,7 @@ fn parse_args() -> Args {
         only = vec!["s1".into()];
     }
     if only.is_empty() {
-        only = SCENARIOS.map(String::from).to_vec();
+        only = DEFAULT_SCENARIOS.map(String::from).to_vec();
     }
     Args {
         quick: cli.quick,
@@ -405,6 +408,10 @@ async fn bench(url: String, args: &Args, private: bool) -> Result<()> {
     if wants("s6") {
         eprintln!("S6 semaphores");
         s6::run(&b, &mut report).await?;
+    }
+    if wants("peers") {
+        eprintln!("Peers: rslock, redis-lock");
+        peers::run(&b, &mut report).await?;
     }
 
     report.sort();
