@@ -45,6 +45,21 @@ pub struct RunRequest {
 /// [`ControlError::NoLiveReplica`] when its group has no live replica,
 /// [`ControlError::RunPending`] when an earlier request is still untaken,
 /// [`ControlError::NotTaken`] when no replica took it in time (it is withdrawn: nothing runs).
+///
+/// ```no_run
+/// use lock_core::LockClient;
+/// use lock_scheduler::control::{self, ControlError};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = LockClient::from_env()?;
+/// match control::run_now(&client, "daily-report", "ops@example.com").await {
+///     // A replica took it; its run shows in the history with this request's id.
+///     Ok(request) => println!("taken as request {}", request.id),
+///     Err(ControlError::RunPending { .. }) => println!("an earlier request is still waiting"),
+///     Err(e) => return Err(e.into()),
+/// }
+/// # Ok(()) }
+/// ```
 pub async fn run_now(client: &LockClient, job: &str, by: &str) -> Result<RunRequest, ControlError> {
     let request = request_run(client, job, by).await?;
     if wait_taken(client, &request, RUN_PICKUP).await? {
