@@ -34,6 +34,42 @@ pub const RW_LOCK: &str = "nemesis:rw";
 /// The scheduled job's lock.
 pub const JOB_LOCK: &str = "nemesis:job";
 
+/// A deliberately broken worker (`nemesis_worker`'s mode): each must be flagged by [`check`],
+/// or the checker proves nothing about the bug it stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Canary {
+    /// Takes locks with a plain `SET` (no `NX`): two holders at once.
+    NoNx,
+    /// Trusts a lock until it releases it, never asking `is_held()`: a lock its lost liveness
+    /// gave away is still used.
+    IgnoreLiveness,
+    /// Releases with a plain `DEL`, not checking it still owns the key.
+    NoOwnerCheck,
+    /// Runs the job at every tick on every replica, claiming nothing.
+    NoTickClaim,
+}
+
+impl Canary {
+    /// Every canary.
+    pub const ALL: [Canary; 4] =
+        [Canary::NoNx, Canary::IgnoreLiveness, Canary::NoOwnerCheck, Canary::NoTickClaim];
+
+    /// Its name on `nemesis_worker`'s command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Canary::NoNx => "no-nx",
+            Canary::IgnoreLiveness => "ignore-liveness",
+            Canary::NoOwnerCheck => "no-owner-check",
+            Canary::NoTickClaim => "no-tick-claim",
+        }
+    }
+
+    /// The canary named `name`.
+    pub fn parse(name: &str) -> Option<Canary> {
+        Canary::ALL.into_iter().find(|c| c.name() == name)
+    }
+}
+
 /// Now, in µs since the epoch (the clock every process of the run shares).
 pub fn now_us() -> u64 {
     SystemTime::now()
@@ -159,15 +195,20 @@ impl Event {
     }
 }
 
-/// A write the fenced store accepted, in the store's order.
+/// A write a worker attempted on the fenced store, in the order the store received them:
+/// every attempt, whether the store accepted it or refused it as stale.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreWrite {
+    /// When the store received it, µs since the epoch.
+    pub at_us: u64,
     /// The resource written under.
     pub resource: String,
     /// The writer's fence.
     pub fence: u64,
     /// The writer.
     pub who: String,
+    /// Whether the store accepted it (its fence was not older than the newest it accepted).
+    pub accepted: bool,
 }
 
 /// The bounds the checker holds the history to.
@@ -196,6 +237,11 @@ pub struct Report {
     pub faults: BTreeMap<String, usize>,
     /// Writes the store accepted.
     pub writes: usize,
+    /// Writes the workers attempted (accepted or refused as stale).
+    pub attempted_writes: usize,
+    /// Holds whose validity was checked at least once (they have a window), by mode: what
+    /// the exclusion property had to compare.
+    pub windows: BTreeMap<&'static str, usize>,
     /// Job-ticks run.
     pub ticks: usize,
     /// The longest take-back measured (ms), by fault kind.
@@ -220,7 +266,12 @@ impl fmt::Display for Report {
         )?;
         let faults: usize = self.faults.values().sum();
         write!(f, "{faults} faults {:?}; ", self.faults)?;
-        write!(f, "{} fenced writes, {} job-ticks; ", self.writes, self.ticks)?;
+        write!(f, "windows {:?}; ", self.windows)?;
+        write!(
+            f,
+            "{} fenced writes accepted of {} attempted, {} job-ticks; ",
+            self.writes, self.attempted_writes, self.ticks
+        )?;
         write!(f, "take-back max ms {:?}, longest gap {} ms; ", self.take_back_ms, self.longest_gap_ms)?;
         write!(f, "{} key samples, longest leftover {} ms; ", self.observations, self.longest_leftover_ms)?;
         write!(f, "violations: {}", self.violations.len())
@@ -242,20 +293,25 @@ struct Hold {
 }
 
 /// Checks the history: exclusion of windows (per mode), fences (unique per resource, and
-/// increasing along every pair of fenced holds that exclude each other), the store's accepted
-/// writes (fences never going back, each fence one writer's), job-ticks (each run at most
-/// once), take-backs after a holder was killed or cut off, stalls, and orphaned keys.
+/// increasing along every pair of fenced holds that exclude each other), the writes the
+/// workers attempted on the store (each fence one writer's; a write refused as stale only
+/// after a newer fence was drawn; the accepted ones never going back), job-ticks (each run at
+/// most once), take-backs after a holder was killed or cut off, stalls, and orphaned keys.
 pub fn check(events: &[Event], store: &[StoreWrite], bounds: Bounds) -> Report {
     let mut report = Report::default();
     let holds = holds(events, &mut report);
+    for h in holds.iter().filter(|h| h.window.is_some()) {
+        *report.windows.entry(h.mode.name()).or_default() += 1;
+    }
     exclusion(&holds, &mut report);
     fences(&holds, &mut report);
-    store_order(store, &mut report);
+    store_order(store, &holds, &mut report);
     ticks(events, &mut report);
     take_backs(events, &holds, bounds, &mut report);
     stalls(&holds, bounds, &mut report);
     orphans(events, &holds, bounds, &mut report);
-    report.writes = store.len();
+    report.writes = store.iter().filter(|w| w.accepted).count();
+    report.attempted_writes = store.len();
     report
 }
 
@@ -404,10 +460,35 @@ fn fences(holds: &[Hold], report: &mut Report) {
     }
 }
 
-fn store_order(store: &[StoreWrite], report: &mut Report) {
+/// The writes the workers attempted, in the store's order. The store itself refuses a fence
+/// older than the newest it accepted, so what it kept proves little; what was attempted is
+/// checked instead: each fence is one writer's (two holders given one fence would both be
+/// believed), and a write refused as stale comes from a holder that was superseded (a hold of
+/// another writer with a newer fence had been acquired before the refused write arrived),
+/// never from a holder whose fence the store had no reason to refuse.
+fn store_order(store: &[StoreWrite], holds: &[Hold], report: &mut Report) {
     let mut last: HashMap<&str, &StoreWrite> = HashMap::new();
     let mut writer: HashMap<(&str, u64), &str> = HashMap::new();
     for w in store {
+        if let Some(other) = writer.insert((&w.resource, w.fence), &w.who)
+            && other != w.who
+        {
+            report
+                .violations
+                .push(format!("{}: fence {} written by {other} and {}", w.resource, w.fence, w.who));
+        }
+        if !w.accepted {
+            let superseded = holds.iter().any(|h| {
+                h.resource == w.resource && h.fence > w.fence && h.who != w.who && h.acquired_us <= w.at_us
+            });
+            if !superseded {
+                report.violations.push(format!(
+                    "{}: the store refused fence {} ({}) at {} though no newer fence had been drawn",
+                    w.resource, w.fence, w.who, w.at_us
+                ));
+            }
+            continue;
+        }
         if let Some(prev) = last.get(w.resource.as_str())
             && w.fence < prev.fence
         {
@@ -417,13 +498,6 @@ fn store_order(store: &[StoreWrite], report: &mut Report) {
             ));
         }
         last.insert(&w.resource, w);
-        if let Some(other) = writer.insert((&w.resource, w.fence), &w.who)
-            && other != w.who
-        {
-            report
-                .violations
-                .push(format!("{}: fence {} written by {other} and {}", w.resource, w.fence, w.who));
-        }
     }
 }
 
@@ -668,6 +742,8 @@ mod tests {
         assert!(report.violations.is_empty(), "{:?}", report.violations);
         assert_eq!(report.ticks, 2);
         assert_eq!(report.acquisitions["lock"], 2);
+        assert_eq!(report.windows["lock"], 2);
+        assert_eq!(report.windows["read"], 2);
     }
 
     #[test]
@@ -735,14 +811,33 @@ mod tests {
             h
         };
         assert!(violations(&kept_by_the_dead).iter().any(|v| v.contains("got `kill`")));
-        let store = [
-            StoreWrite { resource: "l".into(), fence: 5, who: "a".into() },
-            StoreWrite { resource: "l".into(), fence: 4, who: "b".into() },
-            StoreWrite { resource: "l".into(), fence: 4, who: "c".into() },
-        ];
+        let write = |at_us: u64, fence: u64, who: &str, accepted: bool| StoreWrite {
+            at_us,
+            resource: "l".into(),
+            fence,
+            who: who.into(),
+            accepted,
+        };
+        let store = [write(1, 5, "a", true), write(2, 4, "b", true), write(3, 4, "c", true)];
         let found = check(&[], &store, BOUNDS).violations;
         assert!(found[0].contains("accepted fence 4 (b) after 5"), "{found:?}");
         assert!(found[1].contains("written by b and c"), "{found:?}");
+        // Refused as stale with no newer fence drawn before it (the store got fence 9 from a
+        // writer that held nothing): the fences went wrong, though the store kept nothing out
+        // of order.
+        let mut h = Vec::new();
+        hold(&mut h, "b", "l", Mode::Lock, 4, 11, 20);
+        let refused = [write(5_000, 9, "x", true), write(15_000, 4, "b", false)];
+        let found = check(&h, &refused, BOUNDS).violations;
+        assert!(found.iter().any(|v| v.contains("no newer fence had been drawn")), "{found:?}");
+        // Refused after a newer holder drew its fence: the store did its job.
+        let mut h = Vec::new();
+        hold(&mut h, "a", "l", Mode::Lock, 4, 0, 10);
+        hold(&mut h, "b", "l", Mode::Lock, 5, 11, 20);
+        let stale = [write(12_000, 5, "b", true), write(13_000, 4, "a", false)];
+        let report = check(&h, &stale, BOUNDS);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!((report.writes, report.attempted_writes), (1, 2));
     }
 
     /// The histories the protocol's model found (lock-core/model/): an unfenced waiter taking a
