@@ -222,6 +222,10 @@ pub struct Bounds {
     /// The longest a lock's key may hold a token after that token's hold ended (or a token no
     /// hold ever had: a reservation for a waiter that left), while its process reaches Redis.
     pub orphan: Duration,
+    /// How far from every fault a job-tick's slot must be for the tick to be due: it must then
+    /// run (once). Covers the claim grace, a late timer on a loaded machine, and the recovery
+    /// after the fault (a replacement replica starting, clients reconnecting).
+    pub tick_quiet: Duration,
 }
 
 /// What the checker found: the figures, and every violation.
@@ -244,6 +248,8 @@ pub struct Report {
     pub windows: BTreeMap<&'static str, usize>,
     /// Job-ticks run.
     pub ticks: usize,
+    /// Job-ticks whose slot was far from every fault: each had to run.
+    pub ticks_due: usize,
     /// The longest take-back measured (ms), by fault kind.
     pub take_back_ms: BTreeMap<String, u64>,
     /// The longest gap between two acquisitions of one resource (ms).
@@ -269,8 +275,8 @@ impl fmt::Display for Report {
         write!(f, "windows {:?}; ", self.windows)?;
         write!(
             f,
-            "{} fenced writes accepted of {} attempted, {} job-ticks; ",
-            self.writes, self.attempted_writes, self.ticks
+            "{} fenced writes accepted of {} attempted, {} job-ticks ({} due, away from faults); ",
+            self.writes, self.attempted_writes, self.ticks, self.ticks_due
         )?;
         write!(f, "take-back max ms {:?}, longest gap {} ms; ", self.take_back_ms, self.longest_gap_ms)?;
         write!(f, "{} key samples, longest leftover {} ms; ", self.observations, self.longest_leftover_ms)?;
@@ -307,6 +313,7 @@ pub fn check(events: &[Event], store: &[StoreWrite], bounds: Bounds) -> Report {
     fences(&holds, &mut report);
     store_order(store, &holds, &mut report);
     ticks(events, &mut report);
+    missed_ticks(events, bounds, &mut report);
     take_backs(events, &holds, bounds, &mut report);
     stalls(&holds, bounds, &mut report);
     orphans(events, &holds, bounds, &mut report);
@@ -516,6 +523,44 @@ fn ticks(events: &[Event], report: &mut Report) {
     }
 }
 
+/// Exactly once, the other half: every second's job-tick whose slot was at least
+/// [`Bounds::tick_quiet`] away from every fault (before it began, after it ended) must have
+/// run. Slots run from the first tick recorded to the last event of a worker, less the quiet
+/// margin (the workers are stopped at the end).
+fn missed_ticks(events: &[Event], bounds: Bounds, report: &mut Report) {
+    let quiet_us = u64::try_from(bounds.tick_quiet.as_micros()).unwrap_or(u64::MAX);
+    let ran: std::collections::HashSet<i64> = events
+        .iter()
+        .filter_map(|e| match e.what {
+            What::Tick { tick } => Some(tick),
+            _ => None,
+        })
+        .collect();
+    let Some(&first) = ran.iter().min() else { return };
+    let Some(last_us) = events.iter().filter(|e| e.who != "test").map(|e| e.at_us).max() else { return };
+    let faults: Vec<(u64, u64)> = events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::Fault { ms, .. } => {
+                Some((e.at_us.saturating_sub(quiet_us), e.at_us + ms * 1000 + quiet_us))
+            }
+            _ => None,
+        })
+        .collect();
+    let end_ms = i64::try_from(last_us.saturating_sub(quiet_us) / 1000).unwrap_or(i64::MAX);
+    let mut slot = first;
+    while slot <= end_ms {
+        let at_us = u64::try_from(slot).unwrap_or(0) * 1000;
+        if !faults.iter().any(|&(from, to)| from <= at_us && at_us <= to) {
+            report.ticks_due += 1;
+            if !ran.contains(&slot) {
+                report.violations.push(format!("job-tick {slot} never ran, though no fault was near it"));
+            }
+        }
+        slot += 1000;
+    }
+}
+
 /// The faults that cut a worker off from Redis or kill it.
 fn cuts_off(kind: &str) -> bool {
     matches!(kind, "kill" | "partition" | "stop")
@@ -693,6 +738,7 @@ mod tests {
         take_back: Duration::from_secs(3),
         stall: Duration::from_secs(6),
         orphan: Duration::from_millis(1200),
+        tick_quiet: Duration::from_millis(1500),
     };
 
     fn ev(at_ms: u64, who: &str, what: What) -> Event {
@@ -888,6 +934,31 @@ mod tests {
         let report = check(&brief, &[], BOUNDS);
         assert!(report.violations.is_empty(), "{:?}", report.violations);
         assert_eq!(report.longest_leftover_ms, 300);
+    }
+
+    #[test]
+    fn a_tick_due_away_from_faults_must_run() {
+        let worker_until = |h: &mut Vec<Event>, ms: u64| {
+            h.push(ev(ms, "a", What::Cancelled { resource: "l".into() }));
+        };
+        // Slots 1000..=6000 ms; 4000 never ran.
+        let mut h: Vec<Event> = [1000, 2000, 3000, 5000, 6000]
+            .into_iter()
+            .map(|t| ev(t as u64 + 5, "a", What::Tick { tick: t }))
+            .collect();
+        worker_until(&mut h, 8000);
+        let report = check(&h, &[], BOUNDS);
+        assert_eq!(report.ticks_due, 6, "{report}");
+        assert!(
+            report.violations.iter().any(|v| v.contains("job-tick 4000 never ran")),
+            "{:?}",
+            report.violations
+        );
+        // A fault near slot 4000 excuses it (and the slots within the quiet margin around it).
+        h.push(ev(3900, "test", What::Fault { kind: "partition".into(), target: "a".into(), ms: 200 }));
+        let report = check(&h, &[], BOUNDS);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.ticks_due, 3, "{report}");
     }
 
     #[test]

@@ -50,6 +50,12 @@ const SLACK: Duration = Duration::from_millis(2000);
 /// (an eighth of the 2 s watchdog lease apart), a command timeout, and noise; well under the
 /// lease that an uncleaned late try would hold it for.
 const ORPHAN: Duration = Duration::from_millis(1200);
+/// How far from every fault a job-tick must be to be due (it must then run): the claim grace
+/// (500 ms), a replacement replica starting, and noise.
+const TICK_QUIET: Duration = Duration::from_millis(1500);
+/// How long the workers run on after the last fault healed: a take-back's room, and job-ticks
+/// far enough from every fault to be due.
+const SETTLE: Duration = Duration::from_secs(5);
 /// How often the test samples the locks' keys.
 const SAMPLE_EVERY: Duration = Duration::from_millis(25);
 /// Every kind of fault the schedule injects; each run injects each at least once.
@@ -78,6 +84,7 @@ fn bounds() -> Bounds {
         take_back: LIVENESS_TTL + SLACK,
         stall: MAX_FAULT + LIVENESS_TTL + SLACK + Duration::from_millis(800),
         orphan: ORPHAN,
+        tick_quiet: TICK_QUIET,
     }
 }
 
@@ -475,7 +482,7 @@ async fn run_schedule(seed: u64, secs: u64) {
             tokio::time::sleep(LIVENESS_TTL + SLACK).await;
         }
     }
-    let finished = run.finish(LIVENESS_TTL + SLACK).await;
+    let finished = run.finish(SETTLE).await;
     let report = &finished.report;
     eprintln!(
         "nemesis: seed {seed}: {report}; store: {} stale writes refused, {} job-ticks run twice",
@@ -510,6 +517,7 @@ async fn run_schedule(seed: u64, secs: u64) {
     }
     assert!(report.attempted_writes > 0 && report.writes > 0, "no fenced writes: {report}");
     assert!(report.ticks > 0, "the job never ran: {report}");
+    assert!(report.ticks_due > 0, "no job-tick was away from every fault: nothing checked it ran: {report}");
     assert!(report.observations > 0, "the locks' keys were never sampled: {report}");
 }
 
