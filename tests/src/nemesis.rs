@@ -70,6 +70,14 @@ impl Canary {
     }
 }
 
+/// The fault kind of a Redis restart without persistence: every key is lost (locks, queues,
+/// fence counters, liveness keys, tick claims).
+pub const WIPE: &str = "redis-wipe";
+
+/// Noise added to the window a restart without persistence may cost (stamps on a loaded
+/// machine).
+const WIPE_NOISE: Duration = Duration::from_millis(250);
+
 /// Now, in µs since the epoch (the clock every process of the run shares).
 pub fn now_us() -> u64 {
     SystemTime::now()
@@ -239,6 +247,11 @@ pub struct Report {
     pub failed: usize,
     /// Faults injected, by kind.
     pub faults: BTreeMap<String, usize>,
+    /// Pairs of faults that were in force at the same time.
+    pub overlapping_faults: usize,
+    /// Holds taken before a restart without persistence and still believed after it (within
+    /// what README allows), and job-ticks run again after one: what those restarts cost.
+    pub lost_to_wipes: usize,
     /// Writes the store accepted.
     pub writes: usize,
     /// Writes the workers attempted (accepted or refused as stale).
@@ -271,7 +284,7 @@ impl fmt::Display for Report {
             self.acquisitions, self.cancelled, self.failed
         )?;
         let faults: usize = self.faults.values().sum();
-        write!(f, "{faults} faults {:?}; ", self.faults)?;
+        write!(f, "{faults} faults {:?}, {} overlapping pairs; ", self.faults, self.overlapping_faults)?;
         write!(f, "windows {:?}; ", self.windows)?;
         write!(
             f,
@@ -280,12 +293,13 @@ impl fmt::Display for Report {
         )?;
         write!(f, "take-back max ms {:?}, longest gap {} ms; ", self.take_back_ms, self.longest_gap_ms)?;
         write!(f, "{} key samples, longest leftover {} ms; ", self.observations, self.longest_leftover_ms)?;
+        write!(f, "{} lost to restarts without persistence; ", self.lost_to_wipes)?;
         write!(f, "violations: {}", self.violations.len())
     }
 }
 
 /// One hold, from its events.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Hold {
     who: String,
     resource: String,
@@ -306,13 +320,15 @@ struct Hold {
 pub fn check(events: &[Event], store: &[StoreWrite], bounds: Bounds) -> Report {
     let mut report = Report::default();
     let holds = holds(events, &mut report);
+    report.overlapping_faults = overlapping_faults(events);
     for h in holds.iter().filter(|h| h.window.is_some()) {
         *report.windows.entry(h.mode.name()).or_default() += 1;
     }
-    exclusion(&holds, &mut report);
+    let wiped = wipe_windows(events);
+    exclusion(&holds, &wiped, &mut report);
     fences(&holds, &mut report);
     store_order(store, &holds, &mut report);
-    ticks(events, &mut report);
+    ticks(events, &wiped, &mut report);
     missed_ticks(events, bounds, &mut report);
     take_backs(events, &holds, bounds, &mut report);
     stalls(&holds, bounds, &mut report);
@@ -370,6 +386,36 @@ fn holds(events: &[Event], report: &mut Report) -> Vec<Hold> {
     holds
 }
 
+/// What a restart without persistence may cost, measured: from Redis's stop until the liveness
+/// TTL after it is back (its `ms` down), plus noise. Redis forgets every liveness key with the
+/// locks, but each client trusts its own liveness lease until its next renewal fails (at most
+/// the TTL after the last one, made before the stop): until then a lock taken before the
+/// restart is still believed (README: the holder learns at its next renewal), and one taken
+/// after it can be taken over again by another client that finds its owner's liveness key gone.
+/// Overlaps and job-ticks run again inside such a window are counted, not flagged; outside it
+/// every property holds.
+fn wipe_windows(events: &[Event]) -> Vec<(u64, u64)> {
+    let allowed = u64::try_from((LIVENESS_TTL + WIPE_NOISE).as_micros()).unwrap_or(u64::MAX);
+    events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::Fault { kind, ms, .. } if kind == WIPE => Some((e.at_us, e.at_us + ms * 1000 + allowed)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `from..=to` (µs) lies inside one of `windows`.
+fn inside(windows: &[(u64, u64)], from: u64, to: u64) -> bool {
+    windows.iter().any(|&(start, end)| start <= from && to <= end)
+}
+
+/// Whether a job-tick run again, last at `last` (µs), is what a restart without persistence may
+/// cost: the last run came inside its window (the tick's claim was forgotten).
+pub fn rerun_after_wipe(events: &[Event], last: u64) -> bool {
+    wipe_windows(events).into_iter().any(|(start, end)| start <= last && last <= end)
+}
+
 fn by_resource(holds: &[Hold]) -> BTreeMap<&str, Vec<&Hold>> {
     let mut map: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
     for h in holds {
@@ -386,7 +432,7 @@ fn describe(h: &Hold) -> String {
     }
 }
 
-fn exclusion(holds: &[Hold], report: &mut Report) {
+fn exclusion(holds: &[Hold], wiped: &[(u64, u64)], report: &mut Report) {
     for (resource, mut hs) in by_resource(holds) {
         hs.retain(|h| h.window.is_some());
         hs.sort_by_key(|h| h.window.map(|w| w.0));
@@ -401,7 +447,16 @@ fn exclusion(holds: &[Hold], report: &mut Report) {
                     break;
                 }
                 if a.mode.excludes(b.mode) {
-                    report.violations.push(format!("{resource}: {} overlaps {}", describe(a), describe(b)));
+                    let b_end = b.window.map_or(b_start, |w| w.1);
+                    if inside(wiped, b_start, a_end.min(b_end)) {
+                        report.lost_to_wipes += 1;
+                    } else {
+                        report.violations.push(format!(
+                            "{resource}: {} overlaps {}",
+                            describe(a),
+                            describe(b)
+                        ));
+                    }
                 } else if a.mode == Mode::Permit {
                     concurrent_permits += 1;
                 }
@@ -422,8 +477,12 @@ fn exclusion(holds: &[Hold], report: &mut Report) {
             // different processes that touch are not evidence of an overlap.
             points.sort_by_key(|&(t, d)| (t, d));
             let (mut held, mut worst) = (0, 0);
-            for (_, d) in points {
+            for (t, d) in points {
                 held += d;
+                if held > i32::try_from(PERMITS).unwrap_or(i32::MAX) && inside(wiped, t, t) {
+                    report.lost_to_wipes += 1;
+                    continue;
+                }
                 worst = worst.max(held);
             }
             if worst > i32::try_from(PERMITS).unwrap_or(i32::MAX) {
@@ -508,17 +567,23 @@ fn store_order(store: &[StoreWrite], holds: &[Hold], report: &mut Report) {
     }
 }
 
-fn ticks(events: &[Event], report: &mut Report) {
-    let mut runs: HashMap<i64, Vec<&str>> = HashMap::new();
+fn ticks(events: &[Event], wipes: &[(u64, u64)], report: &mut Report) {
+    let mut runs: HashMap<i64, Vec<(&str, u64)>> = HashMap::new();
     for e in events {
         if let What::Tick { tick } = e.what {
-            runs.entry(tick).or_default().push(&e.who);
+            runs.entry(tick).or_default().push((&e.who, e.at_us));
         }
     }
     report.ticks = runs.len();
     let mut twice: Vec<_> = runs.iter().filter(|(_, who)| who.len() > 1).collect();
     twice.sort();
     for (tick, who) in twice {
+        let last = who.iter().map(|w| w.1).max().unwrap_or(0);
+        if wipes.iter().any(|&(start, end)| start <= last && last <= end) {
+            report.lost_to_wipes += 1;
+            continue;
+        }
+        let who: Vec<&str> = who.iter().map(|w| w.0).collect();
         report.violations.push(format!("job-tick {tick} ran {} times: {who:?}", who.len()));
     }
 }
@@ -559,6 +624,22 @@ fn missed_ticks(events: &[Event], bounds: Bounds, report: &mut Report) {
         }
         slot += 1000;
     }
+}
+
+/// Pairs of faults in force at the same time (a fault lasts from its stamp for its `ms`).
+fn overlapping_faults(events: &[Event]) -> usize {
+    let spans: Vec<(u64, u64)> = events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::Fault { ms, .. } => Some((e.at_us, e.at_us + ms * 1000)),
+            _ => None,
+        })
+        .collect();
+    spans
+        .iter()
+        .enumerate()
+        .map(|(i, a)| spans[i + 1..].iter().filter(|b| a.0 < b.1 && b.0 < a.1).count())
+        .sum()
 }
 
 /// The faults that cut a worker off from Redis or kill it.
@@ -934,6 +1015,35 @@ mod tests {
         let report = check(&brief, &[], BOUNDS);
         assert!(report.violations.is_empty(), "{:?}", report.violations);
         assert_eq!(report.longest_leftover_ms, 300);
+    }
+
+    #[test]
+    fn a_restart_without_persistence_costs_only_its_window() {
+        // Redis stopped at 1000 ms, back empty at 1300 ms: overlaps until 1300 + the TTL (1 s)
+        // + noise are its cost.
+        let wipe =
+            |at: u64| ev(at, "test", What::Fault { kind: WIPE.into(), target: "redis".into(), ms: 300 });
+        let mut h = Vec::new();
+        hold(&mut h, "a", "l", Mode::Lock, 1, 0, 1500);
+        hold(&mut h, "b", "l", Mode::Lock, 2, 1400, 1600);
+        hold(&mut h, "c", "l", Mode::Lock, 3, 1550, 1700);
+        h.push(wipe(1000));
+        let report = check(&h, &[], BOUNDS);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.lost_to_wipes, 2);
+        // An overlap that goes on past the window is flagged.
+        let mut h = Vec::new();
+        hold(&mut h, "a", "l", Mode::Lock, 1, 0, 2700);
+        hold(&mut h, "b", "l", Mode::Lock, 2, 1400, 2700);
+        h.push(wipe(1000));
+        assert!(violations(&h)[0].contains("overlaps"), "{:?}", violations(&h));
+        // A tick run again inside the window is its cost; twice away from it is not.
+        let mut h =
+            vec![ev(900, "a", What::Tick { tick: 7 }), ev(1200, "b", What::Tick { tick: 7 }), wipe(1000)];
+        assert!(violations(&h).is_empty(), "{:?}", violations(&h));
+        h.push(ev(3300, "c", What::Tick { tick: 8 }));
+        h.push(ev(3350, "a", What::Tick { tick: 8 }));
+        assert!(violations(&h)[0].contains("job-tick 8 ran 2 times"), "{:?}", violations(&h));
     }
 
     #[test]

@@ -59,7 +59,7 @@ const SETTLE: Duration = Duration::from_secs(5);
 /// How often the test samples the locks' keys.
 const SAMPLE_EVERY: Duration = Duration::from_millis(25);
 /// Every kind of fault the schedule injects; each run injects each at least once.
-const FAULT_KINDS: [&str; 10] = [
+const FAULT_KINDS: [&str; 11] = [
     "partition",
     "delay",
     "lossy",
@@ -67,6 +67,7 @@ const FAULT_KINDS: [&str; 10] = [
     "stop",
     "kill",
     "redis-restart",
+    nemesis::WIPE,
     "redis-pause",
     "lost-reply",
     "late-command",
@@ -102,7 +103,7 @@ type History = Arc<Mutex<Vec<Event>>>;
 struct Store {
     newest: HashMap<String, u64>,
     attempts: Vec<StoreWrite>,
-    ticks: HashMap<i64, Vec<String>>,
+    ticks: HashMap<i64, Vec<(String, u64)>>,
 }
 
 impl Store {
@@ -127,7 +128,7 @@ impl Store {
             }
             ["t", tick, who] => {
                 let Ok(tick) = tick.parse::<i64>() else { return "bad" };
-                self.ticks.entry(tick).or_default().push((*who).to_owned());
+                self.ticks.entry(tick).or_default().push(((*who).to_owned(), now_us()));
                 "ok"
             }
             _ => "bad",
@@ -317,19 +318,29 @@ impl Run {
     }
 
     fn record(&self, kind: &str, target: &str, ms: u64) {
+        let at_us = now_us();
+        eprintln!("nemesis: {at_us} fault {kind} on {target} for {ms} ms");
         let what = What::Fault { kind: kind.to_owned(), target: target.to_owned(), ms };
-        self.sink.history.lock().expect("history").push(Event {
-            at_us: now_us(),
-            who: "test".to_owned(),
-            what,
-        });
+        self.sink.history.lock().expect("history").push(Event { at_us, who: "test".to_owned(), what });
     }
 
     /// Injects one fault of `kind` on worker `w` (or Redis), lasting about `ms`; returns whether
-    /// it may have cut a holder off for longer than the liveness TTL.
-    async fn inject(&mut self, kind: &str, w: usize, ms: u64, rng: &mut Rng) -> bool {
+    /// it may have cut a holder off for longer than the liveness TTL. A late-replies or lossy
+    /// link fault `overlapped` is left to heal by itself while the schedule goes on, so the
+    /// next fault starts inside it.
+    async fn inject(&mut self, kind: &str, w: usize, ms: u64, overlapped: bool, rng: &mut Rng) -> bool {
         let lasting = Duration::from_millis(ms);
         let target = self.workers[w].instance.clone();
+        if overlapped && matches!(kind, "delay" | "lossy") {
+            self.record(kind, &target, ms);
+            let fault = match kind {
+                "delay" => Fault::Delay(Duration::from_millis(rng.range(50, 600))),
+                _ => Fault::Lossy { fraction: 0.2, retransmit: Duration::from_millis(200) },
+            };
+            let direction = if kind == "delay" { Direction::ToClient } else { Direction::Both };
+            self.workers[w].proxy.set_for(direction, fault, lasting);
+            return false;
+        }
         match kind {
             "partition" => {
                 self.record(kind, &target, ms);
@@ -389,6 +400,16 @@ impl Run {
                 self.redis.restart();
                 false
             }
+            nemesis::WIPE => {
+                // Killed, its append-only files deleted, started empty: a restart without
+                // persistence. What README says it may cost is checked (`nemesis::check`).
+                let down = rng.range(100, 800);
+                self.record(kind, "redis", down);
+                self.redis.stop();
+                tokio::time::sleep(Duration::from_millis(down)).await;
+                self.redis.restart_losing_data();
+                false
+            }
             "redis-pause" => {
                 // Redis frozen (SIGSTOP): every client's commands wait, keys expire meanwhile
                 // by the wall clock, and everything queued runs at once on SIGCONT.
@@ -437,8 +458,17 @@ impl Run {
         let events = self.sink.history.lock().expect("history").clone();
         let store = self.store.lock().expect("store");
         let report = nemesis::check(&events, &store.attempts, bounds());
-        let mut store_twice: Vec<(i64, Vec<String>)> =
-            store.ticks.iter().filter(|(_, who)| who.len() > 1).map(|(t, w)| (*t, w.clone())).collect();
+        // Run more than once by the store's count, unless the runs straddle a restart without
+        // persistence (its forgotten claim is what README says such a restart may cost).
+        let mut store_twice: Vec<(i64, Vec<String>)> = store
+            .ticks
+            .iter()
+            .filter(|(_, runs)| runs.len() > 1)
+            .filter(|(_, runs)| {
+                !nemesis::rerun_after_wipe(&events, runs.iter().map(|r| r.1).max().unwrap_or(0))
+            })
+            .map(|(t, runs)| (*t, runs.iter().map(|r| r.0.clone()).collect()))
+            .collect();
         store_twice.sort();
         Finished {
             report,
@@ -464,6 +494,7 @@ async fn run_schedule(seed: u64, secs: u64) {
         deck.swap(i, j);
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    let mut overlaps = 0;
     while tokio::time::Instant::now() < deadline || !deck.is_empty() {
         tokio::time::sleep(Duration::from_millis(rng.range(200, 800))).await;
         let w = usize::try_from(rng.range(0, WORKERS as u64)).unwrap_or(0);
@@ -477,7 +508,12 @@ async fn run_schedule(seed: u64, secs: u64) {
             FAULT_KINDS.get(pick).copied()
         };
         let Some(kind) = kind else { continue };
-        if run.inject(kind, w, ms, &mut rng).await {
+        // The first late-replies or lossy fault of the run, and one in five after it, overlaps
+        // the next fault: it lasts past the next pause (200-800 ms) and heals by itself.
+        let overlapped = matches!(kind, "delay" | "lossy") && (overlaps == 0 || rng.chance(20));
+        let ms = if overlapped { ms.max(1500) } else { ms };
+        overlaps += usize::from(overlapped);
+        if run.inject(kind, w, ms, overlapped, &mut rng).await {
             // Room for the take-back to happen before the next fault can get in its way.
             tokio::time::sleep(LIVENESS_TTL + SLACK).await;
         }
@@ -511,6 +547,7 @@ async fn run_schedule(seed: u64, secs: u64) {
     for kind in FAULT_KINDS {
         assert!(report.faults.get(kind).is_some_and(|&n| n > 0), "no `{kind}` fault injected: {report}");
     }
+    assert!(report.overlapping_faults > 0, "no two faults overlapped: {report}");
     for mode in ["lock", "permit", "read", "write"] {
         assert!(report.acquisitions.get(mode).is_some_and(|&n| n > 0), "no {mode} acquired: {report}");
         assert!(report.windows.get(mode).is_some_and(|&n| n > 0), "no {mode} hold checked valid: {report}");
@@ -585,7 +622,7 @@ async fn run_canary(canary: Canary, seed: u64) -> (Option<String>, Duration) {
                 let Some(w) = run.workers.iter().position(|w| w.instance == holder) else { continue };
                 let ms =
                     u64::try_from((LIVENESS_TTL + Duration::from_millis(700)).as_millis()).unwrap_or(1700);
-                run.inject("partition", w, ms, &mut rng).await;
+                run.inject("partition", w, ms, false, &mut rng).await;
                 tokio::time::sleep(Duration::from_millis(1500)).await;
             }
         }
