@@ -59,8 +59,9 @@ const SETTLE: Duration = Duration::from_secs(5);
 /// How often the test samples the locks' keys.
 const SAMPLE_EVERY: Duration = Duration::from_millis(25);
 /// Every kind of fault the schedule injects; each run injects each at least once.
-const FAULT_KINDS: [&str; 11] = [
+const FAULT_KINDS: [&str; 12] = [
     "partition",
+    "clock-step",
     "delay",
     "lossy",
     "reset",
@@ -374,6 +375,14 @@ impl Run {
                 tokio::time::sleep(lasting).await;
                 self.workers[w].signal("-CONT");
                 ms >= LIVENESS_TTL.as_millis() as u64
+            }
+            "clock-step" => {
+                // The replica's scheduler clock jumps 1 s ahead, and back after `ms`.
+                self.record(kind, &target, ms);
+                self.workers[w].signal("-USR1");
+                tokio::time::sleep(lasting).await;
+                self.workers[w].signal("-USR2");
+                false
             }
             "kill" => {
                 self.record(kind, &target, 0);

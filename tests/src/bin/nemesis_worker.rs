@@ -26,7 +26,8 @@ use std::time::Duration;
 
 use deadpool_redis::redis;
 use lock_core::{LockClient, LockOptions};
-use lock_scheduler::{Job, Scheduler};
+use lock_scheduler::chrono::TimeDelta;
+use lock_scheduler::{Job, OffsetClock, Scheduler};
 use tests::nemesis::{
     COMMAND_TIMEOUT, Canary, Event, JOB_LOCK, LIVENESS_TTL, LOCKS, Mode, PERMITS, RW_LOCK, Rng, SEMAPHORE,
     WATCHDOG_LEASE, What, now_us,
@@ -276,12 +277,39 @@ async fn ticks_without_claims(store: Arc<Store>, instance: String) {
     }
 }
 
+/// Steps `clock` 1 s ahead on SIGUSR1 (`ahead`) and back to the true time on SIGUSR2
+/// (`back`).
+async fn step_clock_on_signals(
+    clock: OffsetClock,
+    mut ahead: tokio::signal::unix::Signal,
+    mut back: tokio::signal::unix::Signal,
+) {
+    loop {
+        tokio::select! {
+            Some(()) = ahead.recv() => clock.set_offset(TimeDelta::milliseconds(1000)),
+            Some(()) = back.recv() => clock.set_offset(TimeDelta::zero()),
+            else => return,
+        }
+    }
+}
+
 fn spawn<F: Future<Output = ()> + Send + 'static>(f: F) {
     tokio::spawn(f);
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
+    // Clock steps: SIGUSR1 sets the scheduler's clock 1 s ahead, SIGUSR2 back to the true
+    // time (a step back). Only the scheduler reads it; leases run on Redis's clock and the
+    // process's monotonic one, and events are stamped with the machine's clock. Listening
+    // first thing: an unhandled SIGUSR1 would end the process.
+    let clock = OffsetClock::default();
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let ahead = signal(SignalKind::user_defined1())?;
+        let back = signal(SignalKind::user_defined2())?;
+        spawn(step_clock_on_signals(clock.clone(), ahead, back));
+    }
     let args: Vec<String> = std::env::args().collect();
     let (url, store_addr, instance, seed, mode) = match args.as_slice() {
         [_, url, store, instance, seed] => (url, store, instance, seed, "correct"),
@@ -349,6 +377,7 @@ async fn main() -> anyhow::Result<()> {
     let tick_instance = instance.clone();
     let scheduler = Scheduler::builder()
         .client(client)
+        .clock(clock)
         .job(
             Job::with_context("nemesis-tick", "* * * * * *", move |ctx| {
                 let (store, instance) = (tick_store.clone(), tick_instance.clone());
