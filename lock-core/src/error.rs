@@ -379,6 +379,10 @@ pub(crate) fn is_transient(e: &RedisError) -> bool {
     }
     is_connection_error(e)
         || e.is_timeout()
+        // A redirection redis-rs could not follow within its retries: to a master that is down
+        // (a failover: the other nodes point at it until its replica is promoted) or amid a
+        // slot migration. The command did not run; once the slot has a master, it will.
+        || is_redirect(e)
         || matches!(
             e.kind(),
             ErrorKind::Server(
@@ -435,6 +439,21 @@ mod tests {
             assert_eq!(chain.matches("refused here").count(), 1, "{chain}");
             assert!(chain.starts_with(&e.to_string()), "{chain}");
         }
+    }
+
+    #[test]
+    fn a_redirection_left_unfollowed_is_transient_and_did_not_run() {
+        // What a waiter got back during a cluster failover once redis-rs's retries ran out:
+        // the slot's master was down and the other nodes still pointed at it.
+        let moved = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::Moved),
+            "An error was signalled by the server",
+            "10669 127.0.0.1:44269".to_owned(),
+        ));
+        assert!(is_redirect(&moved), "{moved:?}");
+        let e = LockError::redis("acquiring lock `k`", moved);
+        assert!(e.is_transient(), "{e:?}");
+        assert!(!e.outcome_unknown(), "a redirected command did not run: {e:?}");
     }
 
     #[test]

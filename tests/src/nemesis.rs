@@ -34,6 +34,50 @@ pub const RW_LOCK: &str = "nemesis:rw";
 /// The scheduled job's lock.
 pub const JOB_LOCK: &str = "nemesis:job";
 
+/// A deliberately broken worker (`nemesis_worker`'s mode): each must be flagged by [`check`],
+/// or the checker proves nothing about the bug it stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Canary {
+    /// Takes locks with a plain `SET` (no `NX`): two holders at once.
+    NoNx,
+    /// Trusts a lock until it releases it, never asking `is_held()`: a lock its lost liveness
+    /// gave away is still used.
+    IgnoreLiveness,
+    /// Releases with a plain `DEL`, not checking it still owns the key.
+    NoOwnerCheck,
+    /// Runs the job at every tick on every replica, claiming nothing.
+    NoTickClaim,
+}
+
+impl Canary {
+    /// Every canary.
+    pub const ALL: [Canary; 4] =
+        [Canary::NoNx, Canary::IgnoreLiveness, Canary::NoOwnerCheck, Canary::NoTickClaim];
+
+    /// Its name on `nemesis_worker`'s command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Canary::NoNx => "no-nx",
+            Canary::IgnoreLiveness => "ignore-liveness",
+            Canary::NoOwnerCheck => "no-owner-check",
+            Canary::NoTickClaim => "no-tick-claim",
+        }
+    }
+
+    /// The canary named `name`.
+    pub fn parse(name: &str) -> Option<Canary> {
+        Canary::ALL.into_iter().find(|c| c.name() == name)
+    }
+}
+
+/// The fault kind of a Redis restart without persistence: every key is lost (locks, queues,
+/// fence counters, liveness keys, tick claims).
+pub const WIPE: &str = "redis-wipe";
+
+/// Noise added to the window a restart without persistence may cost (stamps on a loaded
+/// machine).
+const WIPE_NOISE: Duration = Duration::from_millis(250);
+
 /// Now, in µs since the epoch (the clock every process of the run shares).
 pub fn now_us() -> u64 {
     SystemTime::now()
@@ -159,15 +203,20 @@ impl Event {
     }
 }
 
-/// A write the fenced store accepted, in the store's order.
+/// A write a worker attempted on the fenced store, in the order the store received them:
+/// every attempt, whether the store accepted it or refused it as stale.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreWrite {
+    /// When the store received it, µs since the epoch.
+    pub at_us: u64,
     /// The resource written under.
     pub resource: String,
     /// The writer's fence.
     pub fence: u64,
     /// The writer.
     pub who: String,
+    /// Whether the store accepted it (its fence was not older than the newest it accepted).
+    pub accepted: bool,
 }
 
 /// The bounds the checker holds the history to.
@@ -181,6 +230,10 @@ pub struct Bounds {
     /// The longest a lock's key may hold a token after that token's hold ended (or a token no
     /// hold ever had: a reservation for a waiter that left), while its process reaches Redis.
     pub orphan: Duration,
+    /// How far from every fault a job-tick's slot must be for the tick to be due: it must then
+    /// run (once). Covers the claim grace, a late timer on a loaded machine, and the recovery
+    /// after the fault (a replacement replica starting, clients reconnecting).
+    pub tick_quiet: Duration,
 }
 
 /// What the checker found: the figures, and every violation.
@@ -194,10 +247,22 @@ pub struct Report {
     pub failed: usize,
     /// Faults injected, by kind.
     pub faults: BTreeMap<String, usize>,
+    /// Pairs of faults that were in force at the same time.
+    pub overlapping_faults: usize,
+    /// Holds taken before a restart without persistence and still believed after it (within
+    /// what README allows), and job-ticks run again after one: what those restarts cost.
+    pub lost_to_wipes: usize,
     /// Writes the store accepted.
     pub writes: usize,
+    /// Writes the workers attempted (accepted or refused as stale).
+    pub attempted_writes: usize,
+    /// Holds whose validity was checked at least once (they have a window), by mode: what
+    /// the exclusion property had to compare.
+    pub windows: BTreeMap<&'static str, usize>,
     /// Job-ticks run.
     pub ticks: usize,
+    /// Job-ticks whose slot was far from every fault: each had to run.
+    pub ticks_due: usize,
     /// The longest take-back measured (ms), by fault kind.
     pub take_back_ms: BTreeMap<String, u64>,
     /// The longest gap between two acquisitions of one resource (ms).
@@ -219,16 +284,22 @@ impl fmt::Display for Report {
             self.acquisitions, self.cancelled, self.failed
         )?;
         let faults: usize = self.faults.values().sum();
-        write!(f, "{faults} faults {:?}; ", self.faults)?;
-        write!(f, "{} fenced writes, {} job-ticks; ", self.writes, self.ticks)?;
+        write!(f, "{faults} faults {:?}, {} overlapping pairs; ", self.faults, self.overlapping_faults)?;
+        write!(f, "windows {:?}; ", self.windows)?;
+        write!(
+            f,
+            "{} fenced writes accepted of {} attempted, {} job-ticks ({} due, away from faults); ",
+            self.writes, self.attempted_writes, self.ticks, self.ticks_due
+        )?;
         write!(f, "take-back max ms {:?}, longest gap {} ms; ", self.take_back_ms, self.longest_gap_ms)?;
         write!(f, "{} key samples, longest leftover {} ms; ", self.observations, self.longest_leftover_ms)?;
+        write!(f, "{} lost to restarts without persistence; ", self.lost_to_wipes)?;
         write!(f, "violations: {}", self.violations.len())
     }
 }
 
 /// One hold, from its events.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Hold {
     who: String,
     resource: String,
@@ -242,20 +313,28 @@ struct Hold {
 }
 
 /// Checks the history: exclusion of windows (per mode), fences (unique per resource, and
-/// increasing along every pair of fenced holds that exclude each other), the store's accepted
-/// writes (fences never going back, each fence one writer's), job-ticks (each run at most
-/// once), take-backs after a holder was killed or cut off, stalls, and orphaned keys.
+/// increasing along every pair of fenced holds that exclude each other), the writes the
+/// workers attempted on the store (each fence one writer's; a write refused as stale only
+/// after a newer fence was drawn; the accepted ones never going back), job-ticks (each run at
+/// most once), take-backs after a holder was killed or cut off, stalls, and orphaned keys.
 pub fn check(events: &[Event], store: &[StoreWrite], bounds: Bounds) -> Report {
     let mut report = Report::default();
     let holds = holds(events, &mut report);
-    exclusion(&holds, &mut report);
+    report.overlapping_faults = overlapping_faults(events);
+    for h in holds.iter().filter(|h| h.window.is_some()) {
+        *report.windows.entry(h.mode.name()).or_default() += 1;
+    }
+    let wiped = wipe_windows(events);
+    exclusion(&holds, &wiped, &mut report);
     fences(&holds, &mut report);
-    store_order(store, &mut report);
-    ticks(events, &mut report);
+    store_order(store, &holds, &mut report);
+    ticks(events, &wiped, &mut report);
+    missed_ticks(events, bounds, &mut report);
     take_backs(events, &holds, bounds, &mut report);
     stalls(&holds, bounds, &mut report);
     orphans(events, &holds, bounds, &mut report);
-    report.writes = store.len();
+    report.writes = store.iter().filter(|w| w.accepted).count();
+    report.attempted_writes = store.len();
     report
 }
 
@@ -307,6 +386,36 @@ fn holds(events: &[Event], report: &mut Report) -> Vec<Hold> {
     holds
 }
 
+/// What a restart without persistence may cost, measured: from Redis's stop until the liveness
+/// TTL after it is back (its `ms` down), plus noise. Redis forgets every liveness key with the
+/// locks, but each client trusts its own liveness lease until its next renewal fails (at most
+/// the TTL after the last one, made before the stop): until then a lock taken before the
+/// restart is still believed (README: the holder learns at its next renewal), and one taken
+/// after it can be taken over again by another client that finds its owner's liveness key gone.
+/// Overlaps and job-ticks run again inside such a window are counted, not flagged; outside it
+/// every property holds.
+fn wipe_windows(events: &[Event]) -> Vec<(u64, u64)> {
+    let allowed = u64::try_from((LIVENESS_TTL + WIPE_NOISE).as_micros()).unwrap_or(u64::MAX);
+    events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::Fault { kind, ms, .. } if kind == WIPE => Some((e.at_us, e.at_us + ms * 1000 + allowed)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `from..=to` (µs) lies inside one of `windows`.
+fn inside(windows: &[(u64, u64)], from: u64, to: u64) -> bool {
+    windows.iter().any(|&(start, end)| start <= from && to <= end)
+}
+
+/// Whether a job-tick run again, last at `last` (µs), is what a restart without persistence may
+/// cost: the last run came inside its window (the tick's claim was forgotten).
+pub fn rerun_after_wipe(events: &[Event], last: u64) -> bool {
+    wipe_windows(events).into_iter().any(|(start, end)| start <= last && last <= end)
+}
+
 fn by_resource(holds: &[Hold]) -> BTreeMap<&str, Vec<&Hold>> {
     let mut map: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
     for h in holds {
@@ -323,7 +432,7 @@ fn describe(h: &Hold) -> String {
     }
 }
 
-fn exclusion(holds: &[Hold], report: &mut Report) {
+fn exclusion(holds: &[Hold], wiped: &[(u64, u64)], report: &mut Report) {
     for (resource, mut hs) in by_resource(holds) {
         hs.retain(|h| h.window.is_some());
         hs.sort_by_key(|h| h.window.map(|w| w.0));
@@ -338,7 +447,16 @@ fn exclusion(holds: &[Hold], report: &mut Report) {
                     break;
                 }
                 if a.mode.excludes(b.mode) {
-                    report.violations.push(format!("{resource}: {} overlaps {}", describe(a), describe(b)));
+                    let b_end = b.window.map_or(b_start, |w| w.1);
+                    if inside(wiped, b_start, a_end.min(b_end)) {
+                        report.lost_to_wipes += 1;
+                    } else {
+                        report.violations.push(format!(
+                            "{resource}: {} overlaps {}",
+                            describe(a),
+                            describe(b)
+                        ));
+                    }
                 } else if a.mode == Mode::Permit {
                     concurrent_permits += 1;
                 }
@@ -359,8 +477,12 @@ fn exclusion(holds: &[Hold], report: &mut Report) {
             // different processes that touch are not evidence of an overlap.
             points.sort_by_key(|&(t, d)| (t, d));
             let (mut held, mut worst) = (0, 0);
-            for (_, d) in points {
+            for (t, d) in points {
                 held += d;
+                if held > i32::try_from(PERMITS).unwrap_or(i32::MAX) && inside(wiped, t, t) {
+                    report.lost_to_wipes += 1;
+                    continue;
+                }
                 worst = worst.max(held);
             }
             if worst > i32::try_from(PERMITS).unwrap_or(i32::MAX) {
@@ -404,10 +526,35 @@ fn fences(holds: &[Hold], report: &mut Report) {
     }
 }
 
-fn store_order(store: &[StoreWrite], report: &mut Report) {
+/// The writes the workers attempted, in the store's order. The store itself refuses a fence
+/// older than the newest it accepted, so what it kept proves little; what was attempted is
+/// checked instead: each fence is one writer's (two holders given one fence would both be
+/// believed), and a write refused as stale comes from a holder that was superseded (a hold of
+/// another writer with a newer fence had been acquired before the refused write arrived),
+/// never from a holder whose fence the store had no reason to refuse.
+fn store_order(store: &[StoreWrite], holds: &[Hold], report: &mut Report) {
     let mut last: HashMap<&str, &StoreWrite> = HashMap::new();
     let mut writer: HashMap<(&str, u64), &str> = HashMap::new();
     for w in store {
+        if let Some(other) = writer.insert((&w.resource, w.fence), &w.who)
+            && other != w.who
+        {
+            report
+                .violations
+                .push(format!("{}: fence {} written by {other} and {}", w.resource, w.fence, w.who));
+        }
+        if !w.accepted {
+            let superseded = holds.iter().any(|h| {
+                h.resource == w.resource && h.fence > w.fence && h.who != w.who && h.acquired_us <= w.at_us
+            });
+            if !superseded {
+                report.violations.push(format!(
+                    "{}: the store refused fence {} ({}) at {} though no newer fence had been drawn",
+                    w.resource, w.fence, w.who, w.at_us
+                ));
+            }
+            continue;
+        }
         if let Some(prev) = last.get(w.resource.as_str())
             && w.fence < prev.fence
         {
@@ -417,29 +564,82 @@ fn store_order(store: &[StoreWrite], report: &mut Report) {
             ));
         }
         last.insert(&w.resource, w);
-        if let Some(other) = writer.insert((&w.resource, w.fence), &w.who)
-            && other != w.who
-        {
-            report
-                .violations
-                .push(format!("{}: fence {} written by {other} and {}", w.resource, w.fence, w.who));
-        }
     }
 }
 
-fn ticks(events: &[Event], report: &mut Report) {
-    let mut runs: HashMap<i64, Vec<&str>> = HashMap::new();
+fn ticks(events: &[Event], wipes: &[(u64, u64)], report: &mut Report) {
+    let mut runs: HashMap<i64, Vec<(&str, u64)>> = HashMap::new();
     for e in events {
         if let What::Tick { tick } = e.what {
-            runs.entry(tick).or_default().push(&e.who);
+            runs.entry(tick).or_default().push((&e.who, e.at_us));
         }
     }
     report.ticks = runs.len();
     let mut twice: Vec<_> = runs.iter().filter(|(_, who)| who.len() > 1).collect();
     twice.sort();
     for (tick, who) in twice {
+        let last = who.iter().map(|w| w.1).max().unwrap_or(0);
+        if wipes.iter().any(|&(start, end)| start <= last && last <= end) {
+            report.lost_to_wipes += 1;
+            continue;
+        }
+        let who: Vec<&str> = who.iter().map(|w| w.0).collect();
         report.violations.push(format!("job-tick {tick} ran {} times: {who:?}", who.len()));
     }
+}
+
+/// Exactly once, the other half: every second's job-tick whose slot was at least
+/// [`Bounds::tick_quiet`] away from every fault (before it began, after it ended) must have
+/// run. Slots run from the first tick recorded to the last event of a worker, less the quiet
+/// margin (the workers are stopped at the end).
+fn missed_ticks(events: &[Event], bounds: Bounds, report: &mut Report) {
+    let quiet_us = u64::try_from(bounds.tick_quiet.as_micros()).unwrap_or(u64::MAX);
+    let ran: std::collections::HashSet<i64> = events
+        .iter()
+        .filter_map(|e| match e.what {
+            What::Tick { tick } => Some(tick),
+            _ => None,
+        })
+        .collect();
+    let Some(&first) = ran.iter().min() else { return };
+    let Some(last_us) = events.iter().filter(|e| e.who != "test").map(|e| e.at_us).max() else { return };
+    let faults: Vec<(u64, u64)> = events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::Fault { ms, .. } => {
+                Some((e.at_us.saturating_sub(quiet_us), e.at_us + ms * 1000 + quiet_us))
+            }
+            _ => None,
+        })
+        .collect();
+    let end_ms = i64::try_from(last_us.saturating_sub(quiet_us) / 1000).unwrap_or(i64::MAX);
+    let mut slot = first;
+    while slot <= end_ms {
+        let at_us = u64::try_from(slot).unwrap_or(0) * 1000;
+        if !faults.iter().any(|&(from, to)| from <= at_us && at_us <= to) {
+            report.ticks_due += 1;
+            if !ran.contains(&slot) {
+                report.violations.push(format!("job-tick {slot} never ran, though no fault was near it"));
+            }
+        }
+        slot += 1000;
+    }
+}
+
+/// Pairs of faults in force at the same time (a fault lasts from its stamp for its `ms`).
+fn overlapping_faults(events: &[Event]) -> usize {
+    let spans: Vec<(u64, u64)> = events
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::Fault { ms, .. } => Some((e.at_us, e.at_us + ms * 1000)),
+            _ => None,
+        })
+        .collect();
+    spans
+        .iter()
+        .enumerate()
+        .map(|(i, a)| spans[i + 1..].iter().filter(|b| a.0 < b.1 && b.0 < a.1).count())
+        .sum()
 }
 
 /// The faults that cut a worker off from Redis or kill it.
@@ -619,6 +819,7 @@ mod tests {
         take_back: Duration::from_secs(3),
         stall: Duration::from_secs(6),
         orphan: Duration::from_millis(1200),
+        tick_quiet: Duration::from_millis(1500),
     };
 
     fn ev(at_ms: u64, who: &str, what: What) -> Event {
@@ -668,6 +869,8 @@ mod tests {
         assert!(report.violations.is_empty(), "{:?}", report.violations);
         assert_eq!(report.ticks, 2);
         assert_eq!(report.acquisitions["lock"], 2);
+        assert_eq!(report.windows["lock"], 2);
+        assert_eq!(report.windows["read"], 2);
     }
 
     #[test]
@@ -735,14 +938,33 @@ mod tests {
             h
         };
         assert!(violations(&kept_by_the_dead).iter().any(|v| v.contains("got `kill`")));
-        let store = [
-            StoreWrite { resource: "l".into(), fence: 5, who: "a".into() },
-            StoreWrite { resource: "l".into(), fence: 4, who: "b".into() },
-            StoreWrite { resource: "l".into(), fence: 4, who: "c".into() },
-        ];
+        let write = |at_us: u64, fence: u64, who: &str, accepted: bool| StoreWrite {
+            at_us,
+            resource: "l".into(),
+            fence,
+            who: who.into(),
+            accepted,
+        };
+        let store = [write(1, 5, "a", true), write(2, 4, "b", true), write(3, 4, "c", true)];
         let found = check(&[], &store, BOUNDS).violations;
         assert!(found[0].contains("accepted fence 4 (b) after 5"), "{found:?}");
         assert!(found[1].contains("written by b and c"), "{found:?}");
+        // Refused as stale with no newer fence drawn before it (the store got fence 9 from a
+        // writer that held nothing): the fences went wrong, though the store kept nothing out
+        // of order.
+        let mut h = Vec::new();
+        hold(&mut h, "b", "l", Mode::Lock, 4, 11, 20);
+        let refused = [write(5_000, 9, "x", true), write(15_000, 4, "b", false)];
+        let found = check(&h, &refused, BOUNDS).violations;
+        assert!(found.iter().any(|v| v.contains("no newer fence had been drawn")), "{found:?}");
+        // Refused after a newer holder drew its fence: the store did its job.
+        let mut h = Vec::new();
+        hold(&mut h, "a", "l", Mode::Lock, 4, 0, 10);
+        hold(&mut h, "b", "l", Mode::Lock, 5, 11, 20);
+        let stale = [write(12_000, 5, "b", true), write(13_000, 4, "a", false)];
+        let report = check(&h, &stale, BOUNDS);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!((report.writes, report.attempted_writes), (1, 2));
     }
 
     /// The histories the protocol's model found (lock-core/model/): an unfenced waiter taking a
@@ -793,6 +1015,60 @@ mod tests {
         let report = check(&brief, &[], BOUNDS);
         assert!(report.violations.is_empty(), "{:?}", report.violations);
         assert_eq!(report.longest_leftover_ms, 300);
+    }
+
+    #[test]
+    fn a_restart_without_persistence_costs_only_its_window() {
+        // Redis stopped at 1000 ms, back empty at 1300 ms: overlaps until 1300 + the TTL (1 s)
+        // + noise are its cost.
+        let wipe =
+            |at: u64| ev(at, "test", What::Fault { kind: WIPE.into(), target: "redis".into(), ms: 300 });
+        let mut h = Vec::new();
+        hold(&mut h, "a", "l", Mode::Lock, 1, 0, 1500);
+        hold(&mut h, "b", "l", Mode::Lock, 2, 1400, 1600);
+        hold(&mut h, "c", "l", Mode::Lock, 3, 1550, 1700);
+        h.push(wipe(1000));
+        let report = check(&h, &[], BOUNDS);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.lost_to_wipes, 2);
+        // An overlap that goes on past the window is flagged.
+        let mut h = Vec::new();
+        hold(&mut h, "a", "l", Mode::Lock, 1, 0, 2700);
+        hold(&mut h, "b", "l", Mode::Lock, 2, 1400, 2700);
+        h.push(wipe(1000));
+        assert!(violations(&h)[0].contains("overlaps"), "{:?}", violations(&h));
+        // A tick run again inside the window is its cost; twice away from it is not.
+        let mut h =
+            vec![ev(900, "a", What::Tick { tick: 7 }), ev(1200, "b", What::Tick { tick: 7 }), wipe(1000)];
+        assert!(violations(&h).is_empty(), "{:?}", violations(&h));
+        h.push(ev(3300, "c", What::Tick { tick: 8 }));
+        h.push(ev(3350, "a", What::Tick { tick: 8 }));
+        assert!(violations(&h)[0].contains("job-tick 8 ran 2 times"), "{:?}", violations(&h));
+    }
+
+    #[test]
+    fn a_tick_due_away_from_faults_must_run() {
+        let worker_until = |h: &mut Vec<Event>, ms: u64| {
+            h.push(ev(ms, "a", What::Cancelled { resource: "l".into() }));
+        };
+        // Slots 1000..=6000 ms; 4000 never ran.
+        let mut h: Vec<Event> = [1000, 2000, 3000, 5000, 6000]
+            .into_iter()
+            .map(|t| ev(t as u64 + 5, "a", What::Tick { tick: t }))
+            .collect();
+        worker_until(&mut h, 8000);
+        let report = check(&h, &[], BOUNDS);
+        assert_eq!(report.ticks_due, 6, "{report}");
+        assert!(
+            report.violations.iter().any(|v| v.contains("job-tick 4000 never ran")),
+            "{:?}",
+            report.violations
+        );
+        // A fault near slot 4000 excuses it (and the slots within the quiet margin around it).
+        h.push(ev(3900, "test", What::Fault { kind: "partition".into(), target: "a".into(), ms: 200 }));
+        let report = check(&h, &[], BOUNDS);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.ticks_due, 3, "{report}");
     }
 
     #[test]

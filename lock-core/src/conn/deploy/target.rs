@@ -310,6 +310,20 @@ fn connection_config(timeout: Duration) -> AsyncConnectionConfig {
     AsyncConnectionConfig::new().set_connection_timeout(Some(timeout)).set_response_timeout(Some(timeout))
 }
 
+/// The shortest wait before redis-rs retries a cluster command (ms); each wait is drawn between
+/// it and [`RETRY_WAIT_MAX_MS`], and the retries end with the command timeout.
+const RETRY_WAIT_MIN_MS: u64 = 10;
+/// The longest wait before redis-rs retries a cluster command (ms): how late a command can be to
+/// find a master promoted after a failover.
+const RETRY_WAIT_MAX_MS: u64 = 50;
+
+/// How many retries at waits of about [`RETRY_WAIT_MIN_MS`]..[`RETRY_WAIT_MAX_MS`] fill
+/// `timeout`, at least redis-rs's default of 16.
+fn retries_within(timeout: Duration) -> u32 {
+    let per_retry = u128::from(RETRY_WAIT_MIN_MS);
+    u32::try_from(timeout.as_millis() / per_retry).unwrap_or(u32::MAX).clamp(16, 10_000)
+}
+
 fn cluster_builder(
     nodes: &[String],
     credentials: Option<&(String, String)>,
@@ -320,7 +334,21 @@ fn cluster_builder(
         .connection_timeout(timeout)
         .response_timeout(timeout)
         // A command (redirections and retries included) gets the command timeout, as on a node.
-        .overall_response_timeout(Some(timeout));
+        .overall_response_timeout(Some(timeout))
+        // redis-rs waits at least 1.28 s before retrying a command whose slot has no reachable
+        // master (CLUSTERDOWN while the cluster votes, no connection to the failed node): longer
+        // than a command timeout. A waiter's try sent during a failover then only timed out,
+        // even once the replica was promoted, and the hand-off it was woken for waited for it
+        // (0.7-0.85 s after the release). Short waits retry on the promoted master at once.
+        // Exponent base 1: every wait is drawn from min..max. (redis-rs computes
+        // `base^retry * factor` unchecked, which overflows past about 60 retries at base 2.)
+        .min_retry_wait(RETRY_WAIT_MIN_MS)
+        .max_retry_wait(RETRY_WAIT_MAX_MS)
+        .retry_wait_formula(RETRY_WAIT_MAX_MS, 1)
+        // Enough retries to span the command timeout at those waits, so the timeout, not the
+        // count, ends a command's attempts (16, the default, ran out in about half a second and
+        // returned the last MOVED to the dead master).
+        .retries(retries_within(timeout));
     if let Some((user, password)) = credentials {
         builder = builder.username(user).password(password);
     }
