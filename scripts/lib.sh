@@ -17,6 +17,21 @@ docker_answers() {
   command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>&1
 }
 
+# Starts the Docker engine when its daemon is installed but not running and this shell may
+# start it (root): a machine whose engine was not started yet then runs the container passes
+# instead of failing them. Waits up to 30 s for it to answer; never fails by itself.
+start_docker_if_absent() {
+  docker_answers && return 0
+  command -v dockerd >/dev/null 2>&1 && [[ $(id -u) == 0 ]] || return 0
+  echo "no Docker engine answers; starting dockerd (log: /tmp/dockerd.log)"
+  (dockerd >/tmp/dockerd.log 2>&1 &)
+  for _ in $(seq 1 60); do
+    docker_answers && return 0
+    sleep 0.5
+  done
+  return 0
+}
+
 # Why docker_answers failed, as one line for a SKIPPED message.
 docker_absent_reason() {
   if ! command -v docker >/dev/null 2>&1; then
