@@ -252,13 +252,11 @@ async fn serve_console(client: LockClient, port: u16, who: &str) -> anyhow::Resu
     let token = match std::env::var("LOCKCTL_ADMIN_TOKEN") {
         Ok(token) if !token.is_empty() => token,
         _ => {
-            use std::hash::{BuildHasher, Hasher};
-            let random = |n: u64| {
-                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-                h.write_u64(n);
-                h.finish()
-            };
-            let token = format!("{:016x}{:016x}", random(1), random(2));
+            // The operating system's secure random source (as `lockctl token`).
+            let mut bytes = [0u8; 16];
+            getrandom::fill(&mut bytes)
+                .map_err(|e| anyhow::anyhow!("no random source for the admin token: {e}"))?;
+            let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
             println!("[{who}] admin token (set LOCKCTL_ADMIN_TOKEN to choose one): {token}");
             token
         }
@@ -268,11 +266,14 @@ async fn serve_console(client: LockClient, port: u16, who: &str) -> anyhow::Resu
         .await
         .with_context(|| format!("serving the admin console on 127.0.0.1:{port}"))?;
     println!("[{who}] admin console on http://127.0.0.1:{port}/");
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, console.router()).await {
-            eprintln!("the admin console stopped: {e}");
-        }
-    });
+    // With the console's own server: header-read timeouts, and the client's address in the
+    // audit log. It runs as long as the process.
+    tokio::spawn(lock_console::serve(
+        listener,
+        console.router(),
+        lock_console::ServeOptions::default(),
+        std::future::pending(),
+    ));
     Ok(())
 }
 
