@@ -624,6 +624,15 @@ fn operator() -> String {
 
 /// `lockctl serve`: the console until SIGINT or SIGTERM.
 async fn serve(client: LockClient, args: ServeArgs) -> Result<Output, CtlError> {
+    // The audit trail (every action, every refused token) and warnings go to stderr; RUST_LOG
+    // overrides what is shown. No colours: the lines go to log collectors.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,lock_console::audit=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .try_init();
     let mut console = lock_console::Console::new(client)
         .read_only(args.read_only)
         .lock_pattern(args.lock_pattern)

@@ -669,6 +669,23 @@ async fn lockctl_serve_names_its_actors_and_stops_in_bounded_time() {
     assert_eq!(status, 200, "{body}");
     let flag = server.cli(&["GET", &lock_scheduler::pause_key("nightly").expect("a job name")]);
     assert!(flag.ends_with("by alice"), "the pause flag names the token's owner: {flag}");
+    // The audit trail on stderr: who, from where, with which token (its fingerprint only).
+    let audit = tokio::time::timeout(PATIENCE, async {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            if line.contains("console action done") {
+                return Some(line);
+            }
+        }
+        None
+    })
+    .await
+    .expect("an audit line in time")
+    .expect("an audit line");
+    assert!(
+        audit.contains("actor=alice") && audit.contains("nightly") && audit.contains("client=127.0.0.1:"),
+        "{audit}"
+    );
+    assert!(!audit.contains(alice), "the token itself is never logged: {audit}");
     let (status, body) =
         http(port, "POST", "/api/jobs/nightly/resume", Some("wrong-token-0123456789abcdef")).await;
     assert_eq!(status, 401, "{body}");
