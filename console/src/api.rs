@@ -45,10 +45,11 @@ pub(crate) fn lock_query(console: &Console, query: Params) -> Result<LockQuery, 
 /// `GET /api/locks?pattern=lock:*&limit=100`
 pub(crate) async fn locks(State(console): State<Console>, query: Params) -> Reply {
     let query = lock_query(&console, query)?;
-    let locks = view::locks(console.client(), &query).await?;
+    let (locks, complete) = view::locks(console.client(), &query, console.inner.budget.keys).await?;
     Ok(Json(json!({
         "pattern": query.pattern,
         "limit": query.limit,
+        "partial": !complete,
         "locks": locks.iter().map(json::lock_summary).collect::<Vec<_>>(),
     })))
 }
@@ -98,13 +99,17 @@ pub(crate) async fn unlock(
         Ok(Json(json!({ "key": key, "released": taken.is_some(), "holder": taken, "instance": instance })))
     }
     .await;
-    action.finish(result)
+    action.finish(changed(&console, result).await)
 }
 
-/// `GET /api/jobs`
+/// `GET /api/jobs`: from the shared snapshot.
 pub(crate) async fn jobs(State(console): State<Console>) -> Reply {
-    let jobs = view::jobs(console.client()).await?;
-    Ok(Json(json!({ "jobs": jobs.iter().map(view::JobView::to_json).collect::<Vec<_>>() })))
+    let snapshot = console.inner.snapshot.get(&console).await?;
+    Ok(Json(json!({
+        "jobs": snapshot.jobs.iter().map(view::JobView::to_json).collect::<Vec<_>>(),
+        "partial": snapshot.partial.contains(&"jobs"),
+        "age_ms": snapshot.age_ms(),
+    })))
 }
 
 /// `GET /api/jobs/{name}/history?n=100`
@@ -126,7 +131,7 @@ pub(crate) async fn pause(State(console): State<Console>, caller: Caller, name: 
         Ok(Json(json!({ "job": job.name, "paused": true, "by": action.actor })))
     }
     .await;
-    action.finish(result)
+    action.finish(changed(&console, result).await)
 }
 
 /// `POST /api/jobs/{name}/resume`
@@ -139,7 +144,7 @@ pub(crate) async fn resume(State(console): State<Console>, caller: Caller, name:
         Ok(Json(json!({ "job": job.name, "paused": false, "was_paused": was_paused })))
     }
     .await;
-    action.finish(result)
+    action.finish(changed(&console, result).await)
 }
 
 /// `POST /api/jobs/{name}/run`: one live replica runs the job once, now.
@@ -155,13 +160,25 @@ pub(crate) async fn run(
         Ok((StatusCode::ACCEPTED, Json(json::run_request(&request))))
     }
     .await;
-    action.finish(result)
+    action.finish(changed(&console, result).await)
 }
 
-/// `GET /api/replicas`
+/// `GET /api/replicas`: from the shared snapshot.
 pub(crate) async fn replicas(State(console): State<Console>) -> Reply {
-    let replicas = control::replicas(console.client()).await?;
-    Ok(Json(json!({ "replicas": replicas.iter().map(json::replica).collect::<Vec<_>>() })))
+    let snapshot = console.inner.snapshot.get(&console).await?;
+    Ok(Json(json!({
+        "replicas": snapshot.replicas.iter().map(json::replica).collect::<Vec<_>>(),
+        "partial": snapshot.partial.contains(&"replicas"),
+        "age_ms": snapshot.age_ms(),
+    })))
+}
+
+/// After an action that succeeded, the pages must show its effect: the next view reads anew.
+async fn changed<T>(console: &Console, result: Result<T, ApiError>) -> Result<T, ApiError> {
+    if result.is_ok() {
+        console.inner.snapshot.invalidate().await;
+    }
+    result
 }
 
 /// `GET /healthz`: the console is serving (no Redis round trip: a liveness probe must not fail

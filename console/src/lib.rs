@@ -45,12 +45,14 @@ mod api;
 mod attempts;
 mod audit;
 mod auth;
+mod busy;
 mod error;
 mod host;
 pub mod json;
 mod openapi;
 mod page;
 mod serve;
+mod snapshot;
 mod token;
 mod view;
 
@@ -65,6 +67,9 @@ use lock_core::LockClient;
 pub use error::ConsoleError;
 pub use serve::{ServeOptions, serve};
 pub use token::{DEFAULT_TOKEN_NAME, MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN, token_problem};
+
+/// Requests served at once by default.
+const DEFAULT_MAX_REQUESTS: usize = 32;
 
 /// The console: what it reads (a [`LockClient`]) and who may act (its tokens, read-only mode),
 /// which hosts it answers for and how many refused tokens it tolerates. Cheap to clone.
@@ -85,6 +90,12 @@ struct Inner {
     reads_need_token: bool,
     /// Refused tokens per client address, shared by every clone of the console.
     attempts: Arc<attempts::FailedAttempts>,
+    /// How often and how much the shared snapshot reads.
+    budget: snapshot::Budget,
+    /// The shared snapshot of what the overview, jobs and replicas show.
+    snapshot: Arc<snapshot::Shared>,
+    /// Requests being served, at most its permits; beyond it, 429.
+    requests: Arc<tokio::sync::Semaphore>,
 }
 
 impl Console {
@@ -102,6 +113,9 @@ impl Console {
                 allowed_hosts: Some(Vec::new()),
                 reads_need_token: false,
                 attempts: Arc::new(attempts::FailedAttempts::default()),
+                budget: snapshot::Budget::default(),
+                snapshot: Arc::new(snapshot::Shared::default()),
+                requests: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_REQUESTS)),
             }),
         }
     }
@@ -180,6 +194,36 @@ impl Console {
         Ok(self.with(|inner| inner.attempts = Arc::new(attempts)))
     }
 
+    /// How the overview, the jobs list and the replicas are read: one snapshot shared by
+    /// every viewer, read again at most once per `interval`, each read taking at most `time`
+    /// and examining at most about `keys` keys per Redis node for the locks it counts. What the
+    /// budget cut short is left out and the answer says `partial`. Defaults: 2 s, 2 s, 100,000
+    /// keys. Errors if `time` is zero or `keys` is 0.
+    pub fn snapshot_budget(
+        self,
+        interval: Duration,
+        time: Duration,
+        keys: usize,
+    ) -> Result<Self, ConsoleError> {
+        let budget = snapshot::Budget::new(interval, time, keys)?;
+        Ok(self.with(|inner| {
+            inner.budget = budget;
+            inner.snapshot = Arc::new(snapshot::Shared::default());
+        }))
+    }
+
+    /// Most requests served at once (default 32); a request beyond it gets 429 `busy` at once
+    /// rather than adding to Redis's load. `/healthz` is not counted. Errors if `max` is 0.
+    pub fn max_concurrent_requests(self, max: usize) -> Result<Self, ConsoleError> {
+        if max == 0 || max > tokio::sync::Semaphore::MAX_PERMITS {
+            return Err(ConsoleError::InvalidLimit(format!(
+                "the limit on concurrent requests must be from 1 to {}",
+                tokio::sync::Semaphore::MAX_PERMITS
+            )));
+        }
+        Ok(self.with(|inner| inner.requests = Arc::new(tokio::sync::Semaphore::new(max))))
+    }
+
     fn with(self, change: impl FnOnce(&mut Inner)) -> Self {
         let mut inner = Arc::unwrap_or_clone(self.inner);
         change(&mut inner);
@@ -222,8 +266,10 @@ impl Console {
             .route("/api/{*rest}", get(api::not_found).post(api::not_found).delete(api::not_found))
             .fallback(page::not_found)
             .method_not_allowed_fallback(api::method_not_allowed)
-            // Outermost last: headers on every response, then the host check, then reads.
+            // Outermost last: headers on every response, then the host check, the limit on
+            // requests in flight, then reads.
             .layer(axum::middleware::from_fn_with_state(self.clone(), auth::reads))
+            .layer(axum::middleware::from_fn_with_state(self.clone(), busy::admit))
             .layer(axum::middleware::from_fn_with_state(self.clone(), host::check))
             .layer(axum::middleware::from_fn(auth::security_headers))
             .with_state(self.clone())

@@ -16,7 +16,8 @@ use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use crate::Console;
 use crate::api::{Params, Segment, lock_query, segment};
 use crate::error::ApiError;
-use crate::view::{self, JobView, LockQuery};
+use crate::snapshot::Snapshot;
+use crate::view::{self, JobView};
 
 /// How often the page reloads itself, seconds.
 const REFRESH_SECS: u32 = 5;
@@ -106,6 +107,18 @@ fn error_page(console: &Console, base: &Base, e: ApiError) -> Response {
     (e.status, layout(console, base, "Error", "", &body)).into_response()
 }
 
+/// A note saying what the shared snapshot left out when its budget ran out (empty when whole).
+fn partial_note(snapshot: &Snapshot) -> String {
+    if snapshot.partial.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<p class=\"warn\" id=\"partial\">Partial view: reading {} took longer than the console's budget; \
+         what is shown may be incomplete.</p>",
+        snapshot.partial.join(", ")
+    )
+}
+
 fn ms(d: Duration) -> String {
     let ms = d.as_millis();
     if ms < 10_000 { format!("{ms} ms") } else { format!("{:.1} s", d.as_secs_f64()) }
@@ -137,23 +150,19 @@ fn button(console: &Console, method: &str, url: &str, label: &str, confirm: Opti
 
 /// `GET /`
 pub(crate) async fn overview(State(console): State<Console>, base: Base) -> Response {
-    let query = LockQuery { pattern: console.inner.lock_pattern.clone(), limit: view::MAX_LIMIT };
-    let read = async {
-        let locks = view::locks(console.client(), &query).await?;
-        let jobs = view::jobs(console.client()).await?;
-        let replicas = control::replicas(console.client()).await?;
-        Ok::<_, ApiError>((locks, jobs, replicas))
-    };
-    let (locks, jobs, replicas) = match read.await {
-        Ok(read) => read,
+    let snapshot = match console.inner.snapshot.get(&console).await {
+        Ok(snapshot) => snapshot,
         Err(e) => return error_page(&console, &base, e),
     };
+    let (locks, jobs, replicas) = (&snapshot.locks, &snapshot.jobs, &snapshot.replicas);
     let failing: Vec<&JobView> = jobs.iter().filter(|j| j.failing()).collect();
     let paused = jobs.iter().filter(|j| j.paused.is_some()).count();
     let live = replicas.iter().filter(|r| r.is_live()).count();
     let more = if locks.len() >= view::MAX_LIMIT { "+" } else { "" };
     let root = base.root();
-    let mut body = format!(
+    let mut body = partial_note(&snapshot);
+    let _ = write!(
+        body,
         "<h1>Overview</h1><div class=\"cards\">\
          <a class=\"card\" href=\"{root}locks\"><b id=\"locks-held\">{}{more}</b>locks held</a>\
          <a class=\"card\" href=\"{root}jobs\"><b id=\"jobs-count\">{}</b>jobs ({paused} paused)</a>\
@@ -185,14 +194,22 @@ pub(crate) async fn overview(State(console): State<Console>, base: Base) -> Resp
 pub(crate) async fn locks(State(console): State<Console>, base: Base, query: Params) -> Response {
     let read = async {
         let query = lock_query(&console, query)?;
-        let locks = view::locks(console.client(), &query).await?;
-        Ok::<_, ApiError>((query, locks))
+        let (locks, complete) = view::locks(console.client(), &query, console.inner.budget.keys).await?;
+        Ok::<_, ApiError>((query, locks, complete))
     };
-    let (query, locks) = match read.await {
+    let (query, locks, complete) = match read.await {
         Ok(read) => read,
         Err(e) => return error_page(&console, &base, e),
     };
-    let mut body = format!(
+    let mut body = if complete {
+        String::new()
+    } else {
+        "<p class=\"warn\" id=\"partial\">Partial list: the console's budget of keys to scan ran out before \
+         the whole database was looked at, so more locks may match than are shown.</p>"
+            .to_owned()
+    };
+    let _ = write!(
+        body,
         "<h1>Locks</h1><form method=\"get\" action=\"{}locks\" class=\"filter\">\
          <input name=\"pattern\" value=\"{}\" aria-label=\"pattern\"> <input name=\"limit\" value=\"{}\" size=\"5\" aria-label=\"limit\"> \
          <button>Filter</button></form>",
@@ -252,11 +269,13 @@ fn job_buttons(console: &Console, job: &JobView, prefix: &str) -> String {
 
 /// `GET /jobs`
 pub(crate) async fn jobs(State(console): State<Console>, base: Base) -> Response {
-    let jobs = match view::jobs(console.client()).await {
-        Ok(jobs) => jobs,
+    let snapshot = match console.inner.snapshot.get(&console).await {
+        Ok(snapshot) => snapshot,
         Err(e) => return error_page(&console, &base, e),
     };
-    let mut body = String::from("<h1>Jobs</h1>");
+    let jobs = &snapshot.jobs;
+    let mut body = partial_note(&snapshot);
+    body.push_str("<h1>Jobs</h1>");
     if jobs.is_empty() {
         body.push_str("<p class=\"empty\">No job is registered or has a history.</p>");
     } else {
@@ -264,7 +283,7 @@ pub(crate) async fn jobs(State(console): State<Console>, base: Base) -> Response
             "<table id=\"jobs\"><thead><tr><th>Job</th><th>Group</th><th>Schedule</th><th>Next slot</th><th>Paused</th>\
              <th>Last slot</th><th>Outcome</th><th>Duration</th><th>Instance</th><th>Failures 24 h</th><th></th></tr></thead><tbody>",
         );
-        for job in &jobs {
+        for job in jobs {
             let last = job.last.as_ref();
             let outcome = last.map_or("–", |e| e.outcome.as_str());
             let schedule = match (&job.cron, &job.time_zone) {
@@ -382,18 +401,20 @@ fn chart(runs: &[HistoryEntry]) -> String {
 
 /// `GET /replicas`
 pub(crate) async fn replicas(State(console): State<Console>, base: Base) -> Response {
-    let replicas = match control::replicas(console.client()).await {
-        Ok(replicas) => replicas,
-        Err(e) => return error_page(&console, &base, e.into()),
+    let snapshot = match console.inner.snapshot.get(&console).await {
+        Ok(snapshot) => snapshot,
+        Err(e) => return error_page(&console, &base, e),
     };
-    let mut body = String::from("<h1>Replicas</h1>");
+    let replicas = &snapshot.replicas;
+    let mut body = partial_note(&snapshot);
+    body.push_str("<h1>Replicas</h1>");
     if replicas.is_empty() {
         body.push_str("<p class=\"empty\">No scheduler replica is announced.</p>");
     } else {
         body.push_str(
             "<table id=\"replicas\"><thead><tr><th>Group</th><th>Instance</th><th>Live</th><th>Announcement lapses in</th></tr></thead><tbody>",
         );
-        for r in &replicas {
+        for r in replicas {
             let (class, live) = if r.is_live() { ("ok", "yes") } else { ("bad", "no (lapsed)") };
             let _ = write!(
                 body,

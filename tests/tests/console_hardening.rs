@@ -395,3 +395,147 @@ async fn half_sent_requests_are_cut_off_and_shutdown_is_bounded() {
     }
     assert!(TcpStream::connect(slow_addr).await.is_err(), "the listener is closed");
 }
+
+/// `SCAN` calls the server has run since its statistics were reset (`CONFIG RESETSTAT`).
+fn scans(server: &RedisServer) -> u64 {
+    server
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_scan:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn viewers_share_one_bounded_snapshot() {
+    let server = RedisServer::start();
+    let holder = client(&server, "pod-x");
+    let _guard = holder.acquire("zzz:lock", LockOptions::new()).await.expect("take a lock");
+    lock_scheduler::control::pause_by(&holder, "shared-job", "setup").await.expect("a job by its flag");
+
+    // What one view of the jobs costs in SCANs, on a console of its own.
+    let one = Console::new(console_client(&server)).lock_pattern("zzz:*");
+    let one = serve(&one, ServeOptions::default()).await;
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    assert_eq!(http::get(one.addr, "/api/jobs").await.status, 200);
+    let per_view = scans(&server);
+    assert!(per_view > 0, "a view reads Redis");
+
+    // Twenty viewers at once, of every page the snapshot serves: one read.
+    let shared = Console::new(console_client(&server))
+        .lock_pattern("zzz:*")
+        .snapshot_budget(Duration::from_secs(600), Duration::from_secs(10), 100_000)
+        .expect("a budget");
+    let shared = serve(&shared, ServeOptions::default()).await;
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let views = (0..20).map(|i| {
+        let path = ["/api/jobs", "/", "/jobs", "/api/replicas", "/replicas"][i % 5];
+        let addr = shared.addr;
+        tokio::spawn(async move { http::get(addr, path).await })
+    });
+    for view in views {
+        let view = view.await.expect("a view");
+        assert_eq!(view.status, 200, "{}", view.body);
+    }
+    assert_eq!(scans(&server), per_view, "twenty viewers cost what one does");
+    let jobs = http::get(shared.addr, "/api/jobs").await.json();
+    assert_eq!(
+        (jobs["partial"].clone(), jobs["jobs"][0]["name"].clone()),
+        (false.into(), "shared-job".into())
+    );
+    assert_eq!(scans(&server), per_view, "still the same snapshot");
+    // An action makes the next view read anew (so it shows the action's effect).
+    let token_console = Console::new(console_client(&server)).token(TOKEN).expect("token");
+    let acting = serve(&token_console, ServeOptions::default()).await;
+    assert_eq!(http::get(acting.addr, "/api/jobs").await.json()["jobs"][0]["paused"], true);
+    assert_eq!(with_token(acting.addr, "POST", "/api/jobs/shared-job/resume", TOKEN).await.status, 200);
+    let after = http::get(acting.addr, "/api/jobs").await.json();
+    assert_eq!(after["jobs"], serde_json::json!([]), "resumed, the job is gone from the fresh view: {after}");
+
+    // A budget of keys: 5,000 unrelated keys and a pattern that matches one of them. With a
+    // budget below the keyspace the overview says it is partial; with the default it is whole.
+    server.cli(&["EVAL", "for i = 1, 5000 do redis.call('SET', 'other:' .. i, 'x') end", "0"]);
+    let small = Console::new(console_client(&server))
+        .lock_pattern("zzz:*")
+        .snapshot_budget(Duration::from_secs(600), Duration::from_secs(10), 1000)
+        .expect("a budget");
+    let small = serve(&small, ServeOptions::default()).await;
+    let page = http::get(small.addr, "/").await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("id=\"partial\"") && page.body.contains("locks"), "{}", page.body);
+    let listing = http::get(small.addr, "/api/locks?pattern=zzz:*&limit=10").await.json();
+    assert_eq!(listing["partial"], true, "{listing}");
+    let roomy =
+        serve(&Console::new(console_client(&server)).lock_pattern("zzz:*"), ServeOptions::default()).await;
+    let listing = http::get(roomy.addr, "/api/locks?pattern=zzz:*&limit=10").await.json();
+    assert_eq!(
+        (listing["partial"].clone(), listing["locks"][0]["key"].clone()),
+        (false.into(), "zzz:lock".into())
+    );
+    let whole = http::get(roomy.addr, "/").await;
+    assert!(!whole.body.contains("id=\"partial\""), "{}", whole.body);
+    assert!(whole.body.contains("<b id=\"locks-held\">1</b>"), "the one lock is counted: {}", whole.body);
+    for served in [one, shared, acting, small, roomy] {
+        served.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_redis_gives_partial_views_and_requests_beyond_the_limit_get_429() {
+    let server = RedisServer::start();
+    let patient = LockClient::builder()
+        .url(server.url())
+        .instance_id("console")
+        // Longer than the test needs: the stuck request stays stuck until Redis is thawed.
+        .command_timeout(Duration::from_secs(20))
+        .liveness_ttl(Duration::from_secs(60))
+        .build()
+        .expect("a client");
+    assert!(patient.inspect("lock:x").await.is_ok(), "connected before the freeze");
+    let console = Console::new(patient)
+        .snapshot_budget(Duration::from_millis(1), Duration::from_millis(300), 100_000)
+        .expect("a budget")
+        .max_concurrent_requests(1)
+        .expect("a limit");
+    let served = serve(&console, ServeOptions::default()).await;
+    let addr = served.addr;
+    server.pause();
+    // The snapshot's time budget: a partial answer, not a 503 and not a 20 s wait.
+    let started = Instant::now();
+    let jobs = http::get(addr, "/api/jobs").await;
+    assert_eq!((jobs.status, jobs.json()["partial"].clone()), (200, true.into()), "{}", jobs.body);
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    // One request stuck on the frozen Redis holds the only slot: the next gets 429 at once.
+    // (Sent again if it found the slot taken by one of the probes below.)
+    let stuck = tokio::spawn(async move {
+        loop {
+            let response = http::get(addr, "/api/locks/lock:x").await;
+            if response.status != 429 {
+                return response;
+            }
+            tokio::task::yield_now().await;
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let busy = loop {
+        let response = http::get(addr, "/console.css").await;
+        if response.status == 429 {
+            break response;
+        }
+        assert_eq!(response.status, 200, "{}", response.body);
+        if Instant::now() >= deadline {
+            let stuck = stuck.await;
+            panic!("the stuck request never took the slot: {stuck:?}");
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(busy.error_code(), "busy");
+    assert_eq!(busy.header("retry-after"), Some("1"));
+    assert_eq!(http::get(addr, "/healthz").await.status, 200, "probes are not counted");
+    server.resume();
+    let stuck = stuck.await.expect("the stuck request ends");
+    assert_eq!(stuck.status, 200, "{}", stuck.body);
+    assert_eq!(http::get(addr, "/console.css").await.status, 200, "the slot is free again");
+    served.stop().await;
+}

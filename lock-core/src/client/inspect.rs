@@ -149,6 +149,17 @@ pub struct LockSummary {
     pub ttl: Option<Duration>,
 }
 
+/// What [`LockClient::list_locks_within`](crate::LockClient::list_locks_within) found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockListing {
+    /// The locks found, sorted by key.
+    pub locks: Vec<LockSummary>,
+    /// Whether every key was looked at: `false` when the scan budget ran out first, so more
+    /// locks may match.
+    pub complete: bool,
+}
+
 /// A key that belongs to the lock machinery rather than naming a lock (see
 /// [`schema::is_auxiliary_key`]).
 pub fn is_auxiliary_key(key: &str) -> bool {
@@ -397,13 +408,15 @@ fn remaining_ms(until_ms: i64, now_ms: i64) -> Duration {
 
 /// Lists held locks matching `pattern` (see
 /// [`LockClient::list_locks`](crate::LockClient::list_locks)).
-pub(crate) async fn list(core: &Core, pattern: &str, limit: usize) -> Result<Vec<LockSummary>> {
+pub(crate) async fn list(core: &Core, pattern: &str, limit: usize, budget: usize) -> Result<LockListing> {
     let conn = &core.conn;
     let action = || format!("listing locks matching `{}`", short(pattern));
     let mut found = Vec::new();
     // Every master of a cluster is scanned; the keys' values are then read in one pipeline
-    // per node.
-    let keys = conn.scan(pattern, Some("string"), limit.saturating_mul(4).max(1000)).await?;
+    // per node. The budget is shared by the three scans (strings, semaphores, readers).
+    let budget = budget.div_ceil(3);
+    let (keys, mut complete) =
+        conn.scan_within(pattern, Some("string"), limit.saturating_mul(4).max(1000), budget).await?;
     let candidates: Vec<String> = keys.into_iter().filter(|k| !is_auxiliary_key(k)).collect();
     for (node, candidates) in conn.split_by_node(candidates, String::as_str).await {
         if found.len() >= limit {
@@ -435,21 +448,30 @@ pub(crate) async fn list(core: &Core, pattern: &str, limit: usize) -> Result<Vec
         }
     }
     if found.len() < limit {
-        found.extend(list_shared(core, pattern, limit - found.len()).await?);
+        let (shared, shared_complete) = list_shared(core, pattern, limit - found.len(), budget).await?;
+        found.extend(shared);
+        complete &= shared_complete;
     }
     found.sort_by(|a, b| a.key.cmp(&b.key));
     found.truncate(limit);
-    Ok(found)
+    Ok(LockListing { locks: found, complete })
 }
 
 /// Semaphores and read-write locks with readers matching `pattern`: their holder sets are
 /// sorted sets, the semaphore's under its name, the readers under [`schema::readers_key`].
-async fn list_shared(core: &Core, pattern: &str, limit: usize) -> Result<Vec<LockSummary>> {
+async fn list_shared(
+    core: &Core,
+    pattern: &str,
+    limit: usize,
+    budget: usize,
+) -> Result<(Vec<LockSummary>, bool)> {
     let conn = &core.conn;
     let action = || format!("listing semaphores and read-write locks matching `{}`", short(pattern));
     let scan_limit = limit.saturating_mul(4).max(1000);
-    let mut keys = conn.scan(pattern, Some("zset"), scan_limit).await?;
-    keys.extend(conn.scan(&schema::readers_key(pattern), Some("zset"), scan_limit).await?);
+    let (mut keys, sets_complete) = conn.scan_within(pattern, Some("zset"), scan_limit, budget).await?;
+    let (readers, readers_complete) =
+        conn.scan_within(&schema::readers_key(pattern), Some("zset"), scan_limit, budget).await?;
+    keys.extend(readers);
     keys.sort();
     keys.dedup();
     let candidates: Vec<String> = keys
@@ -506,7 +528,7 @@ async fn list_shared(core: &Core, pattern: &str, limit: usize) -> Result<Vec<Loc
             }
         }
     }
-    Ok(found)
+    Ok((found, sets_complete && readers_complete))
 }
 
 /// Force-releases the lock `key` (see

@@ -274,7 +274,20 @@ impl LockClient {
     /// is not an owner token written by this crate, and the lock machinery's own keys, are
     /// left out.
     pub async fn list_locks(&self, pattern: &str, limit: usize) -> Result<Vec<inspect::LockSummary>> {
-        inspect::list(&self.core, pattern, limit).await
+        Ok(inspect::list(&self.core, pattern, limit, usize::MAX).await?.locks)
+    }
+
+    /// [`list_locks`](Self::list_locks) with a bound on the work: at most about
+    /// `scan_budget` keys are examined per node (`SCAN` walks every key whatever the pattern,
+    /// so a narrow pattern on a large database still costs a full walk without it). When the
+    /// budget runs out first, the listing says it is not complete.
+    pub async fn list_locks_within(
+        &self,
+        pattern: &str,
+        limit: usize,
+        scan_budget: usize,
+    ) -> Result<inspect::LockListing> {
+        inspect::list(&self.core, pattern, limit, scan_budget).await
     }
 
     /// Force-releases the lock `key`, whoever holds it, as its holder's release would: handed
