@@ -10,6 +10,7 @@ use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use chrono::{DateTime, Utc};
+use lock_core::inspect::LockKind;
 use lock_scheduler::control::{self, HistoryEntry};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 
@@ -27,7 +28,9 @@ const JOB_PAGE_RUNS: usize = 100;
 const SCRIPT: &str = include_str!("../assets/console.js");
 const STYLE: &str = include_str!("../assets/console.css");
 
-/// Escapes text for HTML content and attribute values.
+/// Escapes text for HTML content and attribute values. Control characters and the invisible
+/// format characters of bidirectional and zero-width text are shown as `\u{..}`: from Redis,
+/// they could reorder a key on the page or hide part of it.
 pub(crate) fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -37,10 +40,20 @@ pub(crate) fn esc(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            c if invisible(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
             c => out.push(c),
         }
     }
     out
+}
+
+/// Characters a page must not pass through as they are: controls, and bidirectional and
+/// zero-width format characters.
+fn invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
 }
 
 /// Percent-encodes one path segment (a job name or key may hold `/`, `?`, `#`).
@@ -224,13 +237,18 @@ pub(crate) async fn locks(State(console): State<Console>, base: Base, query: Par
             "<table id=\"locks\"><thead><tr><th>Key</th><th>Kind</th><th>Holders</th><th>Instance</th><th>TTL</th><th>Holder token</th><th></th></tr></thead><tbody>",
         );
         for lock in &locks {
+            // A semaphore's permit or a reader is released by naming its token (the listing
+            // shows one holder, so only a single hold has a button); a lock by its key.
+            let by_token = !matches!(lock.kind, LockKind::Lock);
             let unlock = if lock.holders > 1 {
                 String::new()
             } else {
+                let token =
+                    if by_token { format!("?token={}", seg(&lock.holder.token)) } else { String::new() };
                 button(
                     &console,
                     "DELETE",
-                    &format!("{}/api/locks/{}", base.0, seg(&lock.key)),
+                    &format!("{}/api/locks/{}{token}", base.0, seg(&lock.key)),
                     "Unlock",
                     Some(&format!("Force-release {}? Its holder is not told and may still write.", lock.key)),
                 )
@@ -440,12 +458,13 @@ pub(crate) async fn style() -> Response {
 }
 
 /// Any other path.
-pub(crate) async fn not_found() -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        Html("<!doctype html><title>Not found</title><p>Not found. <a href=\"/\">Console</a></p>"),
-    )
-        .into_response()
+pub(crate) async fn not_found(base: Base) -> Response {
+    // The link goes to the console's root under its mount prefix, not the site's root.
+    let page = format!(
+        "<!doctype html><title>Not found</title><p>Not found. <a href=\"{}\">Console</a></p>",
+        base.root()
+    );
+    (StatusCode::NOT_FOUND, Html(page)).into_response()
 }
 
 #[cfg(test)]
@@ -457,5 +476,8 @@ mod tests {
         assert_eq!(esc("<script>alert(1)</script>"), "&lt;script&gt;alert(1)&lt;/script&gt;");
         assert_eq!(esc("a\"b'c&d"), "a&quot;b&#39;c&amp;d");
         assert_eq!(seg("a/b c?#"), "a%2Fb%20c%3F%23");
+        assert_eq!(esc("key\u{202e}gpj.exe"), "key\\u{202e}gpj.exe", "bidi controls are made visible");
+        assert_eq!(esc("a\u{200b}b\u{1b}[2J"), "a\\u{200b}b\\u{1b}[2J");
+        assert_eq!(esc("é ✓"), "é ✓");
     }
 }

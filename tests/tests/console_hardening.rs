@@ -174,6 +174,24 @@ async fn only_locks_are_read_or_released() {
     assert_eq!((lock.status, lock.json()["held"].clone()), (200, true.into()), "{}", lock.body);
     let sem = http::get(addr, "/api/locks/sem:real").await;
     assert_eq!((sem.status, sem.json()["kind"].clone()), (200, "semaphore".into()), "{}", sem.body);
+    // The page's Unlock button of a semaphore names the permit's token, so it works.
+    let page = http::get(addr, "/locks?pattern=sem:*&limit=10").await;
+    let url = page
+        .body
+        .split("data-url=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .map(|url| url.replace("&amp;", "&"))
+        .unwrap_or_else(|| panic!("an Unlock button: {}", page.body));
+    assert!(url.starts_with("/api/locks/sem%3Areal?token="), "{url}");
+    let released = with_token(addr, "DELETE", &url, TOKEN).await;
+    assert_eq!(
+        (released.status, released.json()["released"].clone()),
+        (200, true.into()),
+        "{}",
+        released.body
+    );
+    assert_eq!(http::get(addr, "/api/locks/sem:real").await.json()["held"], false, "the permit is back");
     let free = http::get(addr, "/api/locks/lock:never-taken").await;
     assert_eq!((free.status, free.json()["held"].clone()), (200, false.into()), "a free name is a free lock");
     let listed = http::get(addr, "/api/locks?pattern=*&limit=1000").await;
@@ -184,7 +202,7 @@ async fn only_locks_are_read_or_released() {
         .flatten()
         .filter_map(|l| l["key"].as_str().map(str::to_owned))
         .collect();
-    assert_eq!(keys, ["lock:real", "sem:real"], "only locks are listed: {}", listed.body);
+    assert_eq!(keys, ["lock:real"], "only locks are listed: {}", listed.body);
     let released = with_token(addr, "DELETE", "/api/locks/lock:real", TOKEN).await;
     assert_eq!(
         (released.status, released.json()["released"].clone()),
@@ -261,6 +279,16 @@ async fn only_loopback_or_allowed_hosts_are_served() {
     assert_eq!(with_token(guarded.addr, "GET", "/api/locks/lock:x", TOKEN).await.status, 200);
     assert_eq!(http::get(guarded.addr, "/healthz").await.status, 200);
     assert_eq!(http::get(guarded.addr, "/console.css").await.status, 200);
+    // Mounted under a prefix, the 404 page links back under the prefix.
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let mounted_addr = listener.local_addr().expect("address");
+    let app = axum::Router::new().nest("/admin", console.router());
+    let mounted =
+        tokio::spawn(lock_console::serve(listener, app, ServeOptions::default(), std::future::pending()));
+    let missing = http::get(mounted_addr, "/admin/no-such-page").await;
+    assert_eq!(missing.status, 404);
+    assert!(missing.body.contains("href=\"/admin/\""), "{}", missing.body);
+    mounted.abort();
     for served in [plain, proxied, open, guarded] {
         served.stop().await;
     }
