@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use lock_core::LockClient;
 use lock_core::inspect::LockSummary;
 use lock_scheduler::Schedule;
@@ -118,16 +118,13 @@ fn unregistered(name: String) -> JobView {
     }
 }
 
-/// Reads a job's pause flag, last run and failures of the last 24 hours.
+/// Reads a job's pause flag, last run and failures of about the last day: three small reads,
+/// whatever the length of its history (the failures are counters written with the history).
 async fn fill(client: &LockClient, view: &mut JobView) -> Result<(), ApiError> {
-    let since = Utc::now() - TimeDelta::hours(24);
     view.paused = control::pause_state(client, &view.name).await?.paused;
-    let recent = control::history_since(client, &view.name, since, MAX_HISTORY).await?;
-    view.failures_24h = recent.iter().filter(|e| is_failure(&e.outcome)).count();
-    view.last = match recent.into_iter().next() {
-        Some(last) => Some(last),
-        None => control::history(client, &view.name, 1).await?.into_iter().next(),
-    };
+    view.failures_24h =
+        usize::try_from(control::failures_last_day(client, &view.name).await?).unwrap_or(usize::MAX);
+    view.last = control::history(client, &view.name, 1).await?.into_iter().next();
     Ok(())
 }
 
