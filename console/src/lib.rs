@@ -213,7 +213,9 @@ impl Console {
     }
 
     /// Most requests served at once (default 32); a request beyond it gets 429 `busy` at once
-    /// rather than adding to Redis's load. `/healthz` is not counted. Errors if `max` is 0.
+    /// rather than adding to Redis's load. Not counted: `/healthz`, and the views served from
+    /// the shared snapshot (`/`, `/jobs`, `/replicas`, `GET /api/jobs`, `GET /api/replicas`),
+    /// which cost one read per interval however many wait for it. Errors if `max` is 0.
     pub fn max_concurrent_requests(self, max: usize) -> Result<Self, ConsoleError> {
         if max == 0 || max > tokio::sync::Semaphore::MAX_PERMITS {
             return Err(ConsoleError::InvalidLimit(format!(

@@ -108,6 +108,22 @@ async fn read(console: &Console, budget: Budget) -> Result<Snapshot, ApiError> {
     let deadline = taken + budget.time;
     let client = console.client();
     let mut partial = Vec::new();
+    // Jobs first: what operators come for, and the part whose scans only the time bounds;
+    // the locks listing, bounded by its key budget too, last.
+    let jobs = match tokio::time::timeout_at(deadline, view::jobs(client)).await {
+        Ok(jobs) => jobs?,
+        Err(_) => {
+            partial.push("jobs");
+            Vec::new()
+        }
+    };
+    let replicas = match tokio::time::timeout_at(deadline, control::replicas(client)).await {
+        Ok(replicas) => replicas?,
+        Err(_) => {
+            partial.push("replicas");
+            Vec::new()
+        }
+    };
     let locks = match tokio::time::timeout_at(
         deadline,
         client.list_locks_within(&console.inner.lock_pattern, view::MAX_LIMIT, budget.keys),
@@ -123,20 +139,6 @@ async fn read(console: &Console, budget: Budget) -> Result<Snapshot, ApiError> {
         }
         Err(_) => {
             partial.push("locks");
-            Vec::new()
-        }
-    };
-    let jobs = match tokio::time::timeout_at(deadline, view::jobs(client)).await {
-        Ok(jobs) => jobs?,
-        Err(_) => {
-            partial.push("jobs");
-            Vec::new()
-        }
-    };
-    let replicas = match tokio::time::timeout_at(deadline, control::replicas(client)).await {
-        Ok(replicas) => replicas?,
-        Err(_) => {
-            partial.push("replicas");
             Vec::new()
         }
     };
