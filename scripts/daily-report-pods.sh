@@ -180,7 +180,7 @@ containers+=("$deploy_pod")
 token=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 docker run -d --name "$deploy_pod" --network "$network" \
   -e POD_NAME=daily-report-7d9f-x2 -e REDIS_URL=redis://redis:6379/ -e LOCKCTL_ADMIN_TOKEN="$token" -e RUST_LOG=info \
-  "$pod_image" --instance daily-report-7d9f-x2 --metrics-port 9464 --admin-port 8088 --listen 0.0.0.0 >/dev/null
+  "$pod_image" --instance daily-report-7d9f-x2 --metrics-port 9464 --admin-port 8088 --listen 0.0.0.0 --console-host daily-report-console >/dev/null
 for _ in $(seq 1 100); do
   docker logs "$deploy_pod" 2>&1 | grep -q 'scheduling the daily report' && break
   sleep 0.1
@@ -190,7 +190,11 @@ docker logs "$deploy_pod" 2>&1 | grep -q 'scheduling the daily report' || { depl
 address=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$deploy_pod")
 metrics=$(curl -sf --max-time 5 "http://$address:9464/metrics") || { deploy_logs; die "no metrics at http://$address:9464/metrics"; }
 grep -q '^lock_redis_eviction_risk 0' <<<"$metrics" || { echo "$metrics" >&2; die "the pod's metrics lack lock_redis_eviction_risk 0"; }
-curl -sf --max-time 5 -o /dev/null "http://$address:8088/" || { deploy_logs; die "no admin console at http://$address:8088/"; }
+# Through its Service name, as the Deployment's --console-host allows; another name is refused.
+curl -sf --max-time 5 -o /dev/null -H 'Host: daily-report-console:8088' "http://$address:8088/" ||
+  { deploy_logs; die "no admin console at http://$address:8088/ for Host daily-report-console"; }
+refused=$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://$address:8088/")
+[[ $refused == 421 ]] || { deploy_logs; die "the console answered Host $address with $refused, not 421"; }
 started=$(date +%s)
 docker stop -t 40 "$deploy_pod" >/dev/null
 took=$(($(date +%s) - started))

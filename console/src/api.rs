@@ -6,12 +6,13 @@ use std::collections::HashMap;
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use lock_scheduler::control;
 use serde_json::{Value, json};
 
 use crate::Console;
-use crate::auth::check_action;
+use crate::audit::Caller;
+use crate::auth::authorize;
 use crate::error::ApiError;
 use crate::json;
 use crate::view::{self, LockQuery};
@@ -22,9 +23,6 @@ pub(crate) type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
 pub(crate) type Segment = Result<Path<String>, PathRejection>;
 
 type Reply = Result<Json<Value>, ApiError>;
-
-/// Who the history and the pause flag say acted, for actions through the console.
-const ACTOR: &str = "console";
 
 pub(crate) fn params(params: Params) -> Result<HashMap<String, String>, ApiError> {
     params.map(|Query(p)| p).map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))
@@ -47,10 +45,11 @@ pub(crate) fn lock_query(console: &Console, query: Params) -> Result<LockQuery, 
 /// `GET /api/locks?pattern=lock:*&limit=100`
 pub(crate) async fn locks(State(console): State<Console>, query: Params) -> Reply {
     let query = lock_query(&console, query)?;
-    let locks = view::locks(console.client(), &query).await?;
+    let (locks, complete) = view::locks(console.client(), &query, console.inner.budget.keys).await?;
     Ok(Json(json!({
         "pattern": query.pattern,
         "limit": query.limit,
+        "partial": !complete,
         "locks": locks.iter().map(json::lock_summary).collect::<Vec<_>>(),
     })))
 }
@@ -64,46 +63,53 @@ pub(crate) async fn lock(State(console): State<Console>, key: Segment) -> Reply 
 }
 
 /// `DELETE /api/locks/{key}[?token=...]`: force-releases the lock (whoever holds it), or the
-/// one hold of a semaphore or read-write lock that `token` names.
+/// one hold of a semaphore or read-write lock that `token` names. A key that is not a lock is
+/// 404 `not_a_lock`, left alone.
 pub(crate) async fn unlock(
     State(console): State<Console>,
-    headers: HeaderMap,
+    caller: Caller,
     key: Segment,
     query: Params,
 ) -> Reply {
-    check_action(&console, &headers)?;
     let key = segment(key)?;
-    view::check_text("key", &key)?;
-    let query = params(query)?;
-    let client = console.client();
-    if let Some(token) = query.get("token") {
-        view::check_text("token", token)?;
-        let released = client.force_release(&key, token).await?;
-        tracing::warn!(key = %key, token = %token, released, "console: force-released one hold");
-        return Ok(Json(json!({ "key": key, "released": released, "holder": token })));
+    let action = authorize(&console, &caller, "unlock", &key)?;
+    let result = async {
+        view::check_text("key", &key)?;
+        let query = params(query)?;
+        let client = console.client();
+        if let Some(token) = query.get("token") {
+            view::check_text("token", token)?;
+            let released = client.force_release(&key, token).await?;
+            return Ok(Json(json!({ "key": key, "released": released, "holder": token })));
+        }
+        let info = client.inspect(&key).await?;
+        if !info.holders.is_empty() {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "token_required",
+                format!(
+                    "{key} is a {} with {} holder(s): name the one to release with ?token=<token>",
+                    json::kind_name(info.kind),
+                    info.holders.len()
+                ),
+            ));
+        }
+        let taken = client.force_unlock(&key).await?;
+        let instance = taken.as_deref().and_then(lock_core::inspect::parse_token).and_then(|h| h.instance);
+        Ok(Json(json!({ "key": key, "released": taken.is_some(), "holder": taken, "instance": instance })))
     }
-    let info = client.inspect(&key).await?;
-    if !info.holders.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "token_required",
-            format!(
-                "{key} is a {} with {} holder(s): name the one to release with ?token=<token>",
-                json::kind_name(info.kind),
-                info.holders.len()
-            ),
-        ));
-    }
-    let taken = client.force_unlock(&key).await?;
-    tracing::warn!(key = %key, holder = ?taken, "console: force-unlocked");
-    let instance = taken.as_deref().and_then(lock_core::inspect::parse_token).and_then(|h| h.instance);
-    Ok(Json(json!({ "key": key, "released": taken.is_some(), "holder": taken, "instance": instance })))
+    .await;
+    action.finish(changed(&console, result).await)
 }
 
-/// `GET /api/jobs`
+/// `GET /api/jobs`: from the shared snapshot.
 pub(crate) async fn jobs(State(console): State<Console>) -> Reply {
-    let jobs = view::jobs(console.client()).await?;
-    Ok(Json(json!({ "jobs": jobs.iter().map(view::JobView::to_json).collect::<Vec<_>>() })))
+    let snapshot = console.inner.snapshot.get(&console).await?;
+    Ok(Json(json!({
+        "jobs": snapshot.jobs.iter().map(view::JobView::to_json).collect::<Vec<_>>(),
+        "partial": snapshot.partial.contains(&"jobs"),
+        "age_ms": snapshot.age_ms(),
+    })))
 }
 
 /// `GET /api/jobs/{name}/history?n=100`
@@ -116,40 +122,78 @@ pub(crate) async fn history(State(console): State<Console>, name: Segment, query
 }
 
 /// `POST /api/jobs/{name}/pause`
-pub(crate) async fn pause(State(console): State<Console>, headers: HeaderMap, name: Segment) -> Reply {
-    check_action(&console, &headers)?;
-    let job = view::job(console.client(), &segment(name)?).await?;
-    control::pause_by(console.client(), &job.name, ACTOR).await?;
-    tracing::info!(job = %job.name, "console: paused");
-    Ok(Json(json!({ "job": job.name, "paused": true })))
+pub(crate) async fn pause(State(console): State<Console>, caller: Caller, name: Segment) -> Reply {
+    let name = segment(name)?;
+    let action = authorize(&console, &caller, "pause", &name)?;
+    let result = async {
+        let job = view::job(console.client(), &name).await?;
+        control::pause_by(console.client(), &job.name, &action.actor).await?;
+        Ok(Json(json!({ "job": job.name, "paused": true, "by": action.actor })))
+    }
+    .await;
+    action.finish(changed(&console, result).await)
 }
 
 /// `POST /api/jobs/{name}/resume`
-pub(crate) async fn resume(State(console): State<Console>, headers: HeaderMap, name: Segment) -> Reply {
-    check_action(&console, &headers)?;
-    let job = view::job(console.client(), &segment(name)?).await?;
-    let was_paused = control::resume(console.client(), &job.name).await?;
-    tracing::info!(job = %job.name, was_paused, "console: resumed");
-    Ok(Json(json!({ "job": job.name, "paused": false, "was_paused": was_paused })))
+pub(crate) async fn resume(State(console): State<Console>, caller: Caller, name: Segment) -> Reply {
+    let name = segment(name)?;
+    let action = authorize(&console, &caller, "resume", &name)?;
+    let result = async {
+        let job = view::job(console.client(), &name).await?;
+        let was_paused = control::resume(console.client(), &job.name).await?;
+        Ok(Json(json!({ "job": job.name, "paused": false, "was_paused": was_paused })))
+    }
+    .await;
+    action.finish(changed(&console, result).await)
 }
 
 /// `POST /api/jobs/{name}/run`: one live replica runs the job once, now.
 pub(crate) async fn run(
     State(console): State<Console>,
-    headers: HeaderMap,
+    caller: Caller,
     name: Segment,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    check_action(&console, &headers)?;
     let name = segment(name)?;
-    let request = control::run_now(console.client(), &name, ACTOR).await?;
-    tracing::info!(job = %name, request = %request.id, "console: run now");
-    Ok((StatusCode::ACCEPTED, Json(json::run_request(&request))))
+    let action = authorize(&console, &caller, "run", &name)?;
+    let result = async {
+        let request = control::run_now(console.client(), &name, &action.actor).await?;
+        Ok((StatusCode::ACCEPTED, Json(json::run_request(&request))))
+    }
+    .await;
+    action.finish(changed(&console, result).await)
 }
 
-/// `GET /api/replicas`
+/// `GET /api/replicas`: from the shared snapshot.
 pub(crate) async fn replicas(State(console): State<Console>) -> Reply {
-    let replicas = control::replicas(console.client()).await?;
-    Ok(Json(json!({ "replicas": replicas.iter().map(json::replica).collect::<Vec<_>>() })))
+    let snapshot = console.inner.snapshot.get(&console).await?;
+    Ok(Json(json!({
+        "replicas": snapshot.replicas.iter().map(json::replica).collect::<Vec<_>>(),
+        "partial": snapshot.partial.contains(&"replicas"),
+        "age_ms": snapshot.age_ms(),
+    })))
+}
+
+/// After an action that succeeded, the pages must show its effect: the next view reads anew.
+async fn changed<T>(console: &Console, result: Result<T, ApiError>) -> Result<T, ApiError> {
+    if result.is_ok() {
+        console.inner.snapshot.invalidate().await;
+    }
+    result
+}
+
+/// `GET /healthz`: the console is serving (no Redis round trip: a liveness probe must not fail
+/// because Redis is slow). Exempt from the host check and the read token.
+pub(crate) async fn healthz() -> Json<Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+/// A known path asked with a method it does not serve.
+pub(crate) async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this path does not serve that method: see /api/openapi.json",
+    )
 }
 
 /// Any other `/api/...` path.

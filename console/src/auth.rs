@@ -1,55 +1,145 @@
-//! Who may act, and the headers every response carries.
+//! Who may act or read, and the headers every response carries.
 //!
 //! Actions are refused, in this order: a cross-site request (403 `cross_site`), read-only
-//! mode (403 `read_only`), no token configured (403 `no_token`), a missing or wrong bearer
-//! token (401 `unauthorized`). Reads need nothing.
+//! mode (403 `read_only`), no token configured (403 `no_token`), an address over the limit on
+//! refused tokens (429 `too_many_attempts`), a missing or wrong bearer token (401
+//! `unauthorized`). Reads need nothing, unless the console requires the token for them too.
+//! Every refusal and every action is logged (see `audit`).
 
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 
 use crate::Console;
+use crate::audit::{self, Action, Caller};
 use crate::error::ApiError;
+use crate::token::{NamedToken, fingerprint};
 
-/// Checks that the request may run an action.
-pub(crate) fn check_action(console: &Console, headers: &HeaderMap) -> Result<(), ApiError> {
-    if let Some(why) = cross_site(headers) {
-        return Err(ApiError::new(StatusCode::FORBIDDEN, "cross_site", why));
+/// Checks that `caller` may run the action `kind` on `target`; the accepted [`Action`] names
+/// the token's owner. A refusal is logged before it is returned.
+pub(crate) fn authorize(
+    console: &Console,
+    caller: &Caller,
+    kind: &'static str,
+    target: &str,
+) -> Result<Action, ApiError> {
+    let given = bearer(&caller.headers);
+    let print = given.map_or_else(|| "none".to_owned(), fingerprint);
+    let refuse = |error: ApiError| {
+        audit::refused(kind, target, caller, &print, &error);
+        error
+    };
+    if let Some(why) = cross_site(&caller.headers) {
+        return Err(refuse(ApiError::new(StatusCode::FORBIDDEN, "cross_site", why)));
     }
     if console.inner.read_only {
-        return Err(ApiError::new(
+        return Err(refuse(ApiError::new(
             StatusCode::FORBIDDEN,
             "read_only",
             "the console is read-only: actions are disabled (started with --read-only)",
-        ));
+        )));
     }
-    let Some(expected) = &console.inner.token else {
-        return Err(ApiError::new(
+    if console.inner.tokens.is_empty() {
+        return Err(refuse(ApiError::new(
             StatusCode::FORBIDDEN,
             "no_token",
             "no admin token is configured, so actions are disabled: set LOCKCTL_ADMIN_TOKEN (or Console::token)",
-        ));
-    };
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match given {
-        Some(given) if same(given.as_bytes(), expected.as_bytes()) => Ok(()),
-        Some(_) => Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "the bearer token is wrong")),
-        None => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "actions need an `Authorization: Bearer <token>` header",
-        )),
+        )));
+    }
+    let token = check_token(console, caller, given).map_err(refuse)?;
+    Ok(Action {
+        kind,
+        target: target.to_owned(),
+        client: caller.addr_text(),
+        actor: token.name.clone(),
+        fingerprint: print,
+    })
+}
+
+/// The token `given` matches, or why not (429 while the caller's address is over the limit on
+/// refused tokens, 401 otherwise). A refusal counts against the address.
+fn check_token<'c>(
+    console: &'c Console,
+    caller: &Caller,
+    given: Option<&str>,
+) -> Result<&'c NamedToken, ApiError> {
+    let attempts = &console.inner.attempts;
+    let ip = caller.addr.map(|a| a.ip());
+    if let Some(wait) = attempts.blocked_for(ip) {
+        let mut error = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_attempts",
+            format!("too many refused tokens from this address: try again in {}s", wait.as_secs().max(1)),
+        );
+        error.retry_after = Some(wait);
+        return Err(error);
+    }
+    // Every token is compared, whichever matches: the time taken does not say which one did.
+    let found = given.and_then(|given| {
+        console
+            .inner
+            .tokens
+            .iter()
+            .fold(None, |found, token| if token.matches(given) { Some(token) } else { found })
+    });
+    match (found, given) {
+        (Some(token), _) => Ok(token),
+        (None, Some(_)) => {
+            attempts.refused(ip);
+            Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "the bearer token is wrong"))
+        }
+        (None, None) => {
+            attempts.refused(ip);
+            Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "this needs an `Authorization: Bearer <token>` header",
+            ))
+        }
     }
 }
 
-/// Compares in time independent of where the inputs differ (the token is a secret).
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// The bearer token of `Authorization`, the scheme in any case (RFC 9110 makes it
+/// case-insensitive) and surrounding spaces ignored.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Requires the token on reads when the console is configured to (everything but `/healthz`
+/// and the page's script and style, which hold nothing from Redis).
+pub(crate) async fn reads(State(console): State<Console>, request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let open = matches!(path, "/healthz" | "/console.js" | "/console.css");
+    let is_read = matches!(*request.method(), axum::http::Method::GET | axum::http::Method::HEAD);
+    if !console.inner.reads_need_token || open || !is_read {
+        return next.run(request).await;
+    }
+    let caller = Caller {
+        addr: request.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0),
+        headers: request.headers().clone(),
+    };
+    let given = bearer(&caller.headers);
+    let refusal = if console.inner.tokens.is_empty() {
+        Some(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "no_token",
+            "reads need the admin token, but none is configured: set LOCKCTL_ADMIN_TOKEN (or Console::token)",
+        ))
+    } else {
+        check_token(&console, &caller, given).err()
+    };
+    match refusal {
+        None => next.run(request).await,
+        Some(error) => {
+            let print = given.map_or_else(|| "none".to_owned(), fingerprint);
+            audit::refused("read", path, &caller, &print, &error);
+            error.into_response()
+        }
+    }
 }
 
 /// Why the request looks cross-site, if it does. A browser that sends `Sec-Fetch-Site` says
@@ -128,9 +218,22 @@ mod tests {
     }
 
     #[test]
-    fn tokens_compare_whole() {
-        assert!(same(b"abcdefghijklmnop", b"abcdefghijklmnop"));
-        assert!(!same(b"abcdefghijklmnop", b"abcdefghijklmnoq"));
-        assert!(!same(b"abc", b"abcd"));
+    fn the_bearer_scheme_is_case_insensitive() {
+        for value in ["Bearer abc", "bearer abc", "BEARER  abc ", " Bearer abc"] {
+            let map = {
+                let mut map = HeaderMap::new();
+                map.insert(
+                    header::AUTHORIZATION,
+                    HeaderValue::from_str(value).unwrap_or(HeaderValue::from_static("")),
+                );
+                map
+            };
+            assert_eq!(bearer(&map), Some("abc"), "{value:?}");
+        }
+        for value in ["Basic abc", "Bearer", "Bearer ", "Bearerabc"] {
+            let mut map = HeaderMap::new();
+            map.insert(header::AUTHORIZATION, HeaderValue::from_static(value));
+            assert_eq!(bearer(&map), None, "{value:?}");
+        }
     }
 }

@@ -11,79 +11,141 @@
 //! # Ok(()) }
 //! ```
 //!
+//! - **Host check**: a request whose `Host` is neither a loopback address (`127.0.0.1`, `::1`,
+//!   `localhost`, any port) nor a name allowed with [`Console::allow_host`] is refused (421
+//!   `host_not_allowed`), so a web page cannot read a loopback console through DNS rebinding.
+//!   `GET /healthz` is exempt (probes address the pod by IP) and reveals nothing.
 //! - **Reads** (`GET`: the pages, `/api/locks`, `/api/jobs`, `/api/replicas`, ...) are open to
-//!   whoever reaches the address: bind it to loopback or put it behind your own access control.
+//!   whoever passes the host check, unless [`Console::require_token_for_reads`] asks for the
+//!   bearer token on them too.
 //! - **Actions** (`DELETE /api/locks/{key}`, `POST /api/jobs/{name}/pause|resume|run`) need
-//!   `Authorization: Bearer <token>`: 401 without it (or with a wrong one), 403 in read-only
-//!   mode or when no token is configured. A cross-site request is refused (403) before
-//!   anything else: the browser's `Sec-Fetch-Site` and `Origin` must say same origin, and a
-//!   page of another site cannot attach the `Authorization` header without a CORS preflight,
-//!   which the console never answers.
+//!   `Authorization: Bearer <token>` (the scheme in any case): 401 without it (or with a wrong
+//!   one), 429 after too many refused tokens from one address, 403 in read-only mode or when
+//!   no token is configured. A cross-site request is refused (403) before anything else: the
+//!   browser's `Sec-Fetch-Site` and `Origin` must say same origin, and a page of another site
+//!   cannot attach the `Authorization` header without a CORS preflight, which the console
+//!   never answers. Each token has a name ([`Console::named_token`]): the history and the pause
+//!   flag say who acted, and every action and every refused token is logged through `tracing`
+//!   (target `lock_console::audit`) with the client's address, the token's fingerprint and the
+//!   outcome.
+//! - **Only locks**: the lock endpoints read and release only keys that are locks, semaphores
+//!   or read-write locks by the protocol's markers; any other key is 404 `not_a_lock`, and its
+//!   value is never shown.
 //! - Bad input (an unknown job, an unbounded pattern, control characters, a huge `n`) gets a
-//!   4xx with a JSON error naming the problem; Redis failing gets a 503. No response, page or
-//!   log line holds the Redis URL or its password.
+//!   4xx with a JSON error naming the problem (a wrong method too: 405); Redis failing gets a
+//!   503. No response, page or log line holds the Redis URL or its password.
+//!
+//! [`serve`] runs the router on a listener with a header-read timeout (a half-sent or idle
+//! connection is closed) and a shutdown that ends within a bound even with connections left
+//! half open; `lockctl serve` uses it.
 //!
 //! The API is described by an OpenAPI 3.1 document at `GET /api/openapi.json`.
 
 mod api;
+mod attempts;
+mod audit;
 mod auth;
+mod busy;
 mod error;
+mod host;
 pub mod json;
 mod openapi;
 mod page;
+mod serve;
+mod snapshot;
+mod token;
 mod view;
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
 use lock_core::LockClient;
 
 pub use error::ConsoleError;
+pub use serve::{ServeOptions, serve};
+pub use token::{DEFAULT_TOKEN_NAME, MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN, token_problem};
 
-/// Shortest accepted action token, in bytes: a token is a shared secret, not a password.
-pub const MIN_TOKEN_LEN: usize = 16;
+/// Requests served at once by default.
+const DEFAULT_MAX_REQUESTS: usize = 32;
 
-/// The console: what it reads (a [`LockClient`]) and who may act (its token, read-only mode).
-/// Cheap to clone.
+/// The console: what it reads (a [`LockClient`]) and who may act (its tokens, read-only mode),
+/// which hosts it answers for and how many refused tokens it tolerates. Cheap to clone.
 #[derive(Clone)]
 pub struct Console {
     inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 struct Inner {
     client: LockClient,
-    token: Option<String>,
+    /// The action tokens, each with the name the history records for its actions.
+    tokens: Vec<token::NamedToken>,
     read_only: bool,
     lock_pattern: String,
+    /// Host names allowed besides loopback, lower case; `None`: any host (the check is off).
+    allowed_hosts: Option<Vec<String>>,
+    reads_need_token: bool,
+    /// Refused tokens per client address, shared by every clone of the console.
+    attempts: Arc<attempts::FailedAttempts>,
+    /// How often and how much the shared snapshot reads.
+    budget: snapshot::Budget,
+    /// The shared snapshot of what the overview, jobs and replicas show.
+    snapshot: Arc<snapshot::Shared>,
+    /// Requests being served, at most its permits; beyond it, 429.
+    requests: Arc<tokio::sync::Semaphore>,
 }
 
 impl Console {
     /// A console over `client`, with no action token (actions are refused until
-    /// [`token`](Self::token) sets one) and `*` as the locks page's default pattern.
+    /// [`token`](Self::token) sets one), `*` as the locks page's default pattern, answering
+    /// only for loopback hosts, open reads, and at most 5 refused tokens per client address a
+    /// minute (see [`failed_token_limit`](Self::failed_token_limit)).
     pub fn new(client: LockClient) -> Self {
-        Console { inner: Arc::new(Inner { client, token: None, read_only: false, lock_pattern: "*".into() }) }
+        Console {
+            inner: Arc::new(Inner {
+                client,
+                tokens: Vec::new(),
+                read_only: false,
+                lock_pattern: "*".into(),
+                allowed_hosts: Some(Vec::new()),
+                reads_need_token: false,
+                attempts: Arc::new(attempts::FailedAttempts::default()),
+                budget: snapshot::Budget::default(),
+                snapshot: Arc::new(snapshot::Shared::default()),
+                requests: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_REQUESTS)),
+            }),
+        }
     }
 
-    /// Sets the bearer token that actions must present. Errors if it is shorter than
-    /// [`MIN_TOKEN_LEN`] bytes or contains whitespace or control characters (it travels in a
-    /// header).
+    /// Sets the bearer token that actions must present, named [`DEFAULT_TOKEN_NAME`]
+    /// (`console`) in the history and the audit log; replaces any token set before. Errors if
+    /// it is weak (see [`token_problem`]) or contains whitespace or control characters (it
+    /// travels in a header).
     pub fn token(self, token: impl Into<String>) -> Result<Self, ConsoleError> {
-        let token = token.into();
-        if token.len() < MIN_TOKEN_LEN {
-            return Err(ConsoleError::WeakToken(format!(
-                "the admin token is {} bytes long; use at least {MIN_TOKEN_LEN} (e.g. `openssl rand -hex 16`)",
-                token.len()
+        let named = token::NamedToken::new(DEFAULT_TOKEN_NAME, token.into())?;
+        Ok(self.with(|inner| inner.tokens = vec![named]))
+    }
+
+    /// Adds a token named `name`: an action presenting it is recorded as done by `name` (in
+    /// the history, the pause flag and the audit log). Names are 1 to 64 letters, digits and
+    /// `.-_@`; two tokens may share neither a name nor a value.
+    pub fn named_token(
+        self,
+        name: impl Into<String>,
+        token: impl Into<String>,
+    ) -> Result<Self, ConsoleError> {
+        let named = token::NamedToken::new(&name.into(), token.into())?;
+        if let Some(clash) = self.inner.tokens.iter().find(|t| t.name == named.name || t.same_secret(&named))
+        {
+            return Err(ConsoleError::DuplicateToken(format!(
+                "a token named `{}` (or with the same value) is already set: give each operator their own",
+                clash.name
             )));
         }
-        if token.chars().any(|c| c.is_whitespace() || c.is_control() || !c.is_ascii()) {
-            return Err(ConsoleError::WeakToken(
-                "the admin token must be printable ASCII without spaces (it is sent in an HTTP header)"
-                    .into(),
-            ));
-        }
-        Ok(self.with(|inner| inner.token = Some(token)))
+        Ok(self.with(|inner| inner.tokens.push(named)))
     }
 
     /// Read-only mode: every action is refused with 403, token or not; the page shows no
@@ -99,33 +161,94 @@ impl Console {
         self.with(|inner| inner.lock_pattern = pattern)
     }
 
+    /// Also answers requests whose `Host` is `name` (any port), e.g. the name a reverse proxy
+    /// forwards. Loopback hosts are always allowed. Errors on a name with a port, a scheme, a
+    /// path or characters no host name has.
+    pub fn allow_host(self, name: impl AsRef<str>) -> Result<Self, ConsoleError> {
+        let name = host::normalize_allowed(name.as_ref())?;
+        Ok(self.with(|inner| {
+            if let Some(hosts) = &mut inner.allowed_hosts {
+                hosts.push(name);
+            }
+        }))
+    }
+
+    /// Turns the host check off: for a service that mounts the router behind its own checks
+    /// of `Host` (the console then answers whatever name the request gives).
+    pub fn allow_any_host(self) -> Self {
+        self.with(|inner| inner.allowed_hosts = None)
+    }
+
+    /// Reads (the pages and `GET /api/...`) need the bearer token too: 401 without it.
+    /// `/healthz` and the page's script and style stay open. A browser then needs a proxy that
+    /// adds the header; scripts send it themselves.
+    pub fn require_token_for_reads(self, required: bool) -> Self {
+        self.with(|inner| inner.reads_need_token = required)
+    }
+
+    /// After `max` refused tokens from one client address within `window`, every action from
+    /// that address is refused with 429 until the window ends (default: 5 a minute). Behind a
+    /// proxy every client shares the proxy's address. Errors if `max` is 0 or `window` zero.
+    pub fn failed_token_limit(self, max: u32, window: Duration) -> Result<Self, ConsoleError> {
+        let attempts = attempts::FailedAttempts::new(max, window)?;
+        Ok(self.with(|inner| inner.attempts = Arc::new(attempts)))
+    }
+
+    /// How the overview, the jobs list and the replicas are read: one snapshot shared by
+    /// every viewer, read again at most once per `interval`, each read taking at most `time`
+    /// and examining at most about `keys` keys per Redis node for the locks it counts. What the
+    /// budget cut short is left out and the answer says `partial`. Defaults: 2 s, 2 s, 100,000
+    /// keys. Errors if `time` is zero or `keys` is 0.
+    pub fn snapshot_budget(
+        self,
+        interval: Duration,
+        time: Duration,
+        keys: usize,
+    ) -> Result<Self, ConsoleError> {
+        let budget = snapshot::Budget::new(interval, time, keys)?;
+        Ok(self.with(|inner| {
+            inner.budget = budget;
+            inner.snapshot = Arc::new(snapshot::Shared::default());
+        }))
+    }
+
+    /// Most requests served at once (default 32); a request beyond it gets 429 `busy` at once
+    /// rather than adding to Redis's load. Not counted: `/healthz`, and the views served from
+    /// the shared snapshot (`/`, `/jobs`, `/replicas`, `GET /api/jobs`, `GET /api/replicas`),
+    /// which cost one read per interval however many wait for it. Errors if `max` is 0.
+    pub fn max_concurrent_requests(self, max: usize) -> Result<Self, ConsoleError> {
+        if max == 0 || max > tokio::sync::Semaphore::MAX_PERMITS {
+            return Err(ConsoleError::InvalidLimit(format!(
+                "the limit on concurrent requests must be from 1 to {}",
+                tokio::sync::Semaphore::MAX_PERMITS
+            )));
+        }
+        Ok(self.with(|inner| inner.requests = Arc::new(tokio::sync::Semaphore::new(max))))
+    }
+
     fn with(self, change: impl FnOnce(&mut Inner)) -> Self {
-        let mut inner = match Arc::try_unwrap(self.inner) {
-            Ok(inner) => inner,
-            Err(shared) => Inner {
-                client: shared.client.clone(),
-                token: shared.token.clone(),
-                read_only: shared.read_only,
-                lock_pattern: shared.lock_pattern.clone(),
-            },
-        };
+        let mut inner = Arc::unwrap_or_clone(self.inner);
         change(&mut inner);
         Console { inner: Arc::new(inner) }
     }
 
     /// Whether actions can be allowed at all (a token is set and not read-only).
     pub fn actions_enabled(&self) -> bool {
-        self.inner.token.is_some() && !self.inner.read_only
+        !self.inner.tokens.is_empty() && !self.inner.read_only
     }
 
     pub(crate) fn client(&self) -> &LockClient {
         &self.inner.client
     }
 
-    /// The console's routes: the pages, their assets and `/api/...`. Mount it where you like
-    /// (`Router::nest("/admin", ...)`): every link and request of the page is relative.
+    /// The console's routes: the pages, their assets, `/healthz` and `/api/...`. Mount it
+    /// where you like (`Router::nest("/admin", ...)`): every link and request of the page is
+    /// relative. The client's address, for the audit log and the limit on refused tokens,
+    /// comes from axum's `ConnectInfo<SocketAddr>` (which [`serve`] provides; with
+    /// `axum::serve`, use `into_make_service_with_connect_info`).
     pub fn router(&self) -> Router {
         Router::new()
+            .route("/healthz", get(api::healthz))
             .route("/", get(page::overview))
             .route("/locks", get(page::locks))
             .route("/jobs", get(page::jobs))
@@ -144,18 +267,27 @@ impl Console {
             .route("/api/replicas", get(api::replicas))
             .route("/api/{*rest}", get(api::not_found).post(api::not_found).delete(api::not_found))
             .fallback(page::not_found)
+            .method_not_allowed_fallback(api::method_not_allowed)
+            // Outermost last: headers on every response, then the host check, the limit on
+            // requests in flight, then reads.
+            .layer(axum::middleware::from_fn_with_state(self.clone(), auth::reads))
+            .layer(axum::middleware::from_fn_with_state(self.clone(), busy::admit))
+            .layer(axum::middleware::from_fn_with_state(self.clone(), host::check))
             .layer(axum::middleware::from_fn(auth::security_headers))
             .with_state(self.clone())
     }
 }
 
 impl fmt::Debug for Console {
-    // The token is a secret; the client's Debug never shows its password.
+    // The tokens are secrets: only their names are shown. The client's Debug never shows its
+    // password.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Console")
-            .field("token", &self.inner.token.as_ref().map(|_| "<set>"))
+            .field("tokens", &self.inner.tokens.iter().map(|t| t.name.as_str()).collect::<Vec<_>>())
             .field("read_only", &self.inner.read_only)
             .field("lock_pattern", &self.inner.lock_pattern)
+            .field("allowed_hosts", &self.inner.allowed_hosts)
+            .field("reads_need_token", &self.inner.reads_need_token)
             .finish_non_exhaustive()
     }
 }

@@ -34,6 +34,10 @@ fn query_param(name: &str, description: &str, schema: Value) -> Value {
 /// The responses every action may give besides its own.
 fn action_errors(mut responses: serde_json::Map<String, Value>) -> Value {
     responses.insert("401".into(), error_response("No bearer token, or a wrong one"));
+    responses.insert(
+        "429".into(),
+        error_response("Too many refused tokens from this address (too_many_attempts), or too many requests at once (busy); see Retry-After"),
+    );
     responses
         .insert("403".into(), error_response("Read-only mode, no token configured, or a cross-site request"));
     responses.insert("503".into(), error_response("Redis did not answer"));
@@ -69,7 +73,7 @@ pub(crate) fn spec() -> Value {
         "info": {
             "title": "lock-console",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Locks, jobs and scheduler replicas in Redis: read them, force-unlock a lock, pause, resume or run a job now. Reads are open; actions need `Authorization: Bearer <token>`."
+            "description": "Locks, jobs and scheduler replicas in Redis: read them, force-unlock a lock, pause, resume or run a job now. Reads are open unless the console requires the token for them; actions need `Authorization: Bearer <token>`. Every path may also answer 421 (`host_not_allowed`: the Host is neither loopback nor an allowed name), 429 (`busy`: too many requests at once) and 405 (`method_not_allowed`), each with a JSON error. Only locks, semaphores and read-write locks are read or released: any other key is 404 `not_a_lock`."
         },
         "components": {
             "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
@@ -102,6 +106,7 @@ pub(crate) fn spec() -> Value {
                     "properties": {
                         "pattern": { "type": "string" },
                         "limit": { "type": "integer" },
+                        "partial": { "type": "boolean", "description": "The console's budget of keys to scan ran out: more locks may match" },
                         "locks": { "type": "array", "items": {
                             "type": "object",
                             "properties": {
@@ -157,7 +162,10 @@ pub(crate) fn spec() -> Value {
                 },
                 "JobList": {
                     "type": "object",
-                    "properties": { "jobs": { "type": "array", "items": {
+                    "properties": {
+                        "partial": { "type": "boolean", "description": "The shared snapshot's time budget ran out before the jobs were read: the list may be incomplete" },
+                        "age_ms": { "type": "integer", "description": "How old the shared snapshot is" },
+                        "jobs": { "type": "array", "items": {
                         "type": "object",
                         "properties": {
                             "name": { "type": "string" },
@@ -175,6 +183,10 @@ pub(crate) fn spec() -> Value {
                             "failures_24h": { "type": "integer" }
                         }
                     } } }
+                },
+                "Health": {
+                    "type": "object",
+                    "properties": { "status": { "const": "ok" } }
                 },
                 "History": {
                     "type": "object",
@@ -203,7 +215,10 @@ pub(crate) fn spec() -> Value {
                 },
                 "Replicas": {
                     "type": "object",
-                    "properties": { "replicas": { "type": "array", "items": {
+                    "properties": {
+                        "partial": { "type": "boolean" },
+                        "age_ms": { "type": "integer" },
+                        "replicas": { "type": "array", "items": {
                         "type": "object",
                         "properties": {
                             "group": { "type": "string" },
@@ -216,6 +231,10 @@ pub(crate) fn spec() -> Value {
             }
         },
         "paths": {
+            "/healthz": { "get": {
+                "summary": "The console is serving (no Redis round trip; no host check, no token)", "operationId": "health",
+                "responses": { "200": ok("Serving", "Health") }
+            } },
             "/api/openapi.json": { "get": {
                 "summary": "This document", "operationId": "openapi",
                 "responses": { "200": { "description": "The OpenAPI document", "content": { "application/json": {} } } }
@@ -239,6 +258,7 @@ pub(crate) fn spec() -> Value {
                     "responses": {
                         "200": ok("The lock (held or not)", "Lock"),
                         "400": error_response("Invalid key"),
+                        "404": error_response("The key is not a lock, semaphore or read-write lock (not_a_lock); its value is not shown"),
                         "503": error_response("Redis did not answer")
                     }
                 },
@@ -252,6 +272,7 @@ pub(crate) fn spec() -> Value {
                     "responses": action_errors(responses(vec![
                         ("200", ok("What was released", "Unlocked")),
                         ("400", error_response("Invalid key or token")),
+                        ("404", error_response("The key is not a lock, semaphore or read-write lock (not_a_lock); left alone")),
                         ("409", error_response("A token is needed, or the lock kept changing hands")),
                     ]))
                 }

@@ -10,13 +10,15 @@ use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use chrono::{DateTime, Utc};
+use lock_core::inspect::LockKind;
 use lock_scheduler::control::{self, HistoryEntry};
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 
 use crate::Console;
 use crate::api::{Params, Segment, lock_query, segment};
 use crate::error::ApiError;
-use crate::view::{self, JobView, LockQuery};
+use crate::snapshot::Snapshot;
+use crate::view::{self, JobView};
 
 /// How often the page reloads itself, seconds.
 const REFRESH_SECS: u32 = 5;
@@ -26,7 +28,9 @@ const JOB_PAGE_RUNS: usize = 100;
 const SCRIPT: &str = include_str!("../assets/console.js");
 const STYLE: &str = include_str!("../assets/console.css");
 
-/// Escapes text for HTML content and attribute values.
+/// Escapes text for HTML content and attribute values. Control characters and the invisible
+/// format characters of bidirectional and zero-width text are shown as `\u{..}`: from Redis,
+/// they could reorder a key on the page or hide part of it.
 pub(crate) fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -36,10 +40,20 @@ pub(crate) fn esc(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            c if invisible(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
             c => out.push(c),
         }
     }
     out
+}
+
+/// Characters a page must not pass through as they are: controls, and bidirectional and
+/// zero-width format characters.
+fn invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}')
 }
 
 /// Percent-encodes one path segment (a job name or key may hold `/`, `?`, `#`).
@@ -106,6 +120,18 @@ fn error_page(console: &Console, base: &Base, e: ApiError) -> Response {
     (e.status, layout(console, base, "Error", "", &body)).into_response()
 }
 
+/// A note saying what the shared snapshot left out when its budget ran out (empty when whole).
+fn partial_note(snapshot: &Snapshot) -> String {
+    if snapshot.partial.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<p class=\"warn\" id=\"partial\">Partial view: reading {} took longer than the console's budget; \
+         what is shown may be incomplete.</p>",
+        snapshot.partial.join(", ")
+    )
+}
+
 fn ms(d: Duration) -> String {
     let ms = d.as_millis();
     if ms < 10_000 { format!("{ms} ms") } else { format!("{:.1} s", d.as_secs_f64()) }
@@ -137,23 +163,19 @@ fn button(console: &Console, method: &str, url: &str, label: &str, confirm: Opti
 
 /// `GET /`
 pub(crate) async fn overview(State(console): State<Console>, base: Base) -> Response {
-    let query = LockQuery { pattern: console.inner.lock_pattern.clone(), limit: view::MAX_LIMIT };
-    let read = async {
-        let locks = view::locks(console.client(), &query).await?;
-        let jobs = view::jobs(console.client()).await?;
-        let replicas = control::replicas(console.client()).await?;
-        Ok::<_, ApiError>((locks, jobs, replicas))
-    };
-    let (locks, jobs, replicas) = match read.await {
-        Ok(read) => read,
+    let snapshot = match console.inner.snapshot.get(&console).await {
+        Ok(snapshot) => snapshot,
         Err(e) => return error_page(&console, &base, e),
     };
+    let (locks, jobs, replicas) = (&snapshot.locks, &snapshot.jobs, &snapshot.replicas);
     let failing: Vec<&JobView> = jobs.iter().filter(|j| j.failing()).collect();
     let paused = jobs.iter().filter(|j| j.paused.is_some()).count();
     let live = replicas.iter().filter(|r| r.is_live()).count();
     let more = if locks.len() >= view::MAX_LIMIT { "+" } else { "" };
     let root = base.root();
-    let mut body = format!(
+    let mut body = partial_note(&snapshot);
+    let _ = write!(
+        body,
         "<h1>Overview</h1><div class=\"cards\">\
          <a class=\"card\" href=\"{root}locks\"><b id=\"locks-held\">{}{more}</b>locks held</a>\
          <a class=\"card\" href=\"{root}jobs\"><b id=\"jobs-count\">{}</b>jobs ({paused} paused)</a>\
@@ -185,14 +207,22 @@ pub(crate) async fn overview(State(console): State<Console>, base: Base) -> Resp
 pub(crate) async fn locks(State(console): State<Console>, base: Base, query: Params) -> Response {
     let read = async {
         let query = lock_query(&console, query)?;
-        let locks = view::locks(console.client(), &query).await?;
-        Ok::<_, ApiError>((query, locks))
+        let (locks, complete) = view::locks(console.client(), &query, console.inner.budget.keys).await?;
+        Ok::<_, ApiError>((query, locks, complete))
     };
-    let (query, locks) = match read.await {
+    let (query, locks, complete) = match read.await {
         Ok(read) => read,
         Err(e) => return error_page(&console, &base, e),
     };
-    let mut body = format!(
+    let mut body = if complete {
+        String::new()
+    } else {
+        "<p class=\"warn\" id=\"partial\">Partial list: the console's budget of keys to scan ran out before \
+         the whole database was looked at, so more locks may match than are shown.</p>"
+            .to_owned()
+    };
+    let _ = write!(
+        body,
         "<h1>Locks</h1><form method=\"get\" action=\"{}locks\" class=\"filter\">\
          <input name=\"pattern\" value=\"{}\" aria-label=\"pattern\"> <input name=\"limit\" value=\"{}\" size=\"5\" aria-label=\"limit\"> \
          <button>Filter</button></form>",
@@ -207,13 +237,18 @@ pub(crate) async fn locks(State(console): State<Console>, base: Base, query: Par
             "<table id=\"locks\"><thead><tr><th>Key</th><th>Kind</th><th>Holders</th><th>Instance</th><th>TTL</th><th>Holder token</th><th></th></tr></thead><tbody>",
         );
         for lock in &locks {
+            // A semaphore's permit or a reader is released by naming its token (the listing
+            // shows one holder, so only a single hold has a button); a lock by its key.
+            let by_token = !matches!(lock.kind, LockKind::Lock);
             let unlock = if lock.holders > 1 {
                 String::new()
             } else {
+                let token =
+                    if by_token { format!("?token={}", seg(&lock.holder.token)) } else { String::new() };
                 button(
                     &console,
                     "DELETE",
-                    &format!("{}/api/locks/{}", base.0, seg(&lock.key)),
+                    &format!("{}/api/locks/{}{token}", base.0, seg(&lock.key)),
                     "Unlock",
                     Some(&format!("Force-release {}? Its holder is not told and may still write.", lock.key)),
                 )
@@ -252,11 +287,13 @@ fn job_buttons(console: &Console, job: &JobView, prefix: &str) -> String {
 
 /// `GET /jobs`
 pub(crate) async fn jobs(State(console): State<Console>, base: Base) -> Response {
-    let jobs = match view::jobs(console.client()).await {
-        Ok(jobs) => jobs,
+    let snapshot = match console.inner.snapshot.get(&console).await {
+        Ok(snapshot) => snapshot,
         Err(e) => return error_page(&console, &base, e),
     };
-    let mut body = String::from("<h1>Jobs</h1>");
+    let jobs = &snapshot.jobs;
+    let mut body = partial_note(&snapshot);
+    body.push_str("<h1>Jobs</h1>");
     if jobs.is_empty() {
         body.push_str("<p class=\"empty\">No job is registered or has a history.</p>");
     } else {
@@ -264,7 +301,7 @@ pub(crate) async fn jobs(State(console): State<Console>, base: Base) -> Response
             "<table id=\"jobs\"><thead><tr><th>Job</th><th>Group</th><th>Schedule</th><th>Next slot</th><th>Paused</th>\
              <th>Last slot</th><th>Outcome</th><th>Duration</th><th>Instance</th><th>Failures 24 h</th><th></th></tr></thead><tbody>",
         );
-        for job in &jobs {
+        for job in jobs {
             let last = job.last.as_ref();
             let outcome = last.map_or("–", |e| e.outcome.as_str());
             let schedule = match (&job.cron, &job.time_zone) {
@@ -382,18 +419,20 @@ fn chart(runs: &[HistoryEntry]) -> String {
 
 /// `GET /replicas`
 pub(crate) async fn replicas(State(console): State<Console>, base: Base) -> Response {
-    let replicas = match control::replicas(console.client()).await {
-        Ok(replicas) => replicas,
-        Err(e) => return error_page(&console, &base, e.into()),
+    let snapshot = match console.inner.snapshot.get(&console).await {
+        Ok(snapshot) => snapshot,
+        Err(e) => return error_page(&console, &base, e),
     };
-    let mut body = String::from("<h1>Replicas</h1>");
+    let replicas = &snapshot.replicas;
+    let mut body = partial_note(&snapshot);
+    body.push_str("<h1>Replicas</h1>");
     if replicas.is_empty() {
         body.push_str("<p class=\"empty\">No scheduler replica is announced.</p>");
     } else {
         body.push_str(
             "<table id=\"replicas\"><thead><tr><th>Group</th><th>Instance</th><th>Live</th><th>Announcement lapses in</th></tr></thead><tbody>",
         );
-        for r in &replicas {
+        for r in replicas {
             let (class, live) = if r.is_live() { ("ok", "yes") } else { ("bad", "no (lapsed)") };
             let _ = write!(
                 body,
@@ -419,12 +458,13 @@ pub(crate) async fn style() -> Response {
 }
 
 /// Any other path.
-pub(crate) async fn not_found() -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        Html("<!doctype html><title>Not found</title><p>Not found. <a href=\"/\">Console</a></p>"),
-    )
-        .into_response()
+pub(crate) async fn not_found(base: Base) -> Response {
+    // The link goes to the console's root under its mount prefix, not the site's root.
+    let page = format!(
+        "<!doctype html><title>Not found</title><p>Not found. <a href=\"{}\">Console</a></p>",
+        base.root()
+    );
+    (StatusCode::NOT_FOUND, Html(page)).into_response()
 }
 
 #[cfg(test)]
@@ -436,5 +476,8 @@ mod tests {
         assert_eq!(esc("<script>alert(1)</script>"), "&lt;script&gt;alert(1)&lt;/script&gt;");
         assert_eq!(esc("a\"b'c&d"), "a&quot;b&#39;c&amp;d");
         assert_eq!(seg("a/b c?#"), "a%2Fb%20c%3F%23");
+        assert_eq!(esc("key\u{202e}gpj.exe"), "key\\u{202e}gpj.exe", "bidi controls are made visible");
+        assert_eq!(esc("a\u{200b}b\u{1b}[2J"), "a\\u{200b}b\\u{1b}[2J");
+        assert_eq!(esc("é ✓"), "é ✓");
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use lock_core::LockClient;
 use lock_core::inspect::LockSummary;
 use lock_scheduler::Schedule;
@@ -75,52 +75,72 @@ pub(crate) fn is_failure(outcome: &str) -> bool {
 pub(crate) async fn jobs(client: &LockClient) -> Result<Vec<JobView>, ApiError> {
     let mut by_name: BTreeMap<String, JobView> = BTreeMap::new();
     for job in control::registered_jobs(client).await? {
-        let next_slot = Schedule::new(&job.cron, Some(&job.time_zone))
-            .ok()
-            .and_then(|s| s.next_after(Utc::now()))
-            .map(|t| t.with_timezone(&Utc));
-        by_name.entry(job.name.clone()).or_insert(JobView {
-            name: job.name,
-            group: Some(job.group),
-            cron: Some(job.cron),
-            time_zone: Some(job.time_zone),
-            next_slot,
-            paused: None,
-            last: None,
-            failures_24h: 0,
-        });
+        by_name.entry(job.name.clone()).or_insert_with(|| registered(job));
     }
     for name in control::jobs(client).await? {
-        by_name.entry(name.clone()).or_insert(JobView {
-            name,
-            group: None,
-            cron: None,
-            time_zone: None,
-            next_slot: None,
-            paused: None,
-            last: None,
-            failures_24h: 0,
-        });
+        by_name.entry(name.clone()).or_insert_with(|| unregistered(name));
     }
-    let since = Utc::now() - TimeDelta::hours(24);
     for view in by_name.values_mut() {
-        view.paused = control::pause_state(client, &view.name).await?.paused;
-        let recent = control::history_since(client, &view.name, since, MAX_HISTORY).await?;
-        view.failures_24h = recent.iter().filter(|e| is_failure(&e.outcome)).count();
-        view.last = match recent.into_iter().next() {
-            Some(last) => Some(last),
-            None => control::history(client, &view.name, 1).await?.into_iter().next(),
-        };
+        fill(client, view).await?;
     }
     Ok(by_name.into_values().collect())
 }
 
-/// The job named `name`, or 404 `unknown_job` (400 for a name no job can have).
+/// A job a scheduler group registers, before its state is read.
+fn registered(job: lock_scheduler::control::RegisteredJob) -> JobView {
+    let next_slot = Schedule::new(&job.cron, Some(&job.time_zone))
+        .ok()
+        .and_then(|s| s.next_after(Utc::now()))
+        .map(|t| t.with_timezone(&Utc));
+    JobView {
+        name: job.name,
+        group: Some(job.group),
+        cron: Some(job.cron),
+        time_zone: Some(job.time_zone),
+        next_slot,
+        paused: None,
+        last: None,
+        failures_24h: 0,
+    }
+}
+
+/// A job seen only by its history or pause flag.
+fn unregistered(name: String) -> JobView {
+    JobView {
+        name,
+        group: None,
+        cron: None,
+        time_zone: None,
+        next_slot: None,
+        paused: None,
+        last: None,
+        failures_24h: 0,
+    }
+}
+
+/// Reads a job's pause flag, last run and failures of about the last day: three small reads,
+/// whatever the length of its history (the failures are counters written with the history).
+async fn fill(client: &LockClient, view: &mut JobView) -> Result<(), ApiError> {
+    view.paused = control::pause_state(client, &view.name).await?.paused;
+    view.failures_24h =
+        usize::try_from(control::failures_last_day(client, &view.name).await?).unwrap_or(usize::MAX);
+    view.last = control::history(client, &view.name, 1).await?.into_iter().next();
+    Ok(())
+}
+
+/// The job named `name`, or 404 `unknown_job` (400 for a name no job can have). Reads that
+/// job's state only.
 pub(crate) async fn job(client: &LockClient, name: &str) -> Result<JobView, ApiError> {
     if let Some(problem) = lock_scheduler::schema::job_name_problem(name) {
         return Err(ApiError::bad_request("invalid_job", format!("invalid job name: {problem}")));
     }
-    jobs(client).await?.into_iter().find(|j| j.name == name).ok_or_else(|| unknown_job(name))
+    let mut view = match control::registered_jobs(client).await?.into_iter().find(|j| j.name == name) {
+        Some(job) => registered(job),
+        None if control::jobs(client).await?.iter().any(|n| n == name) => unregistered(name.to_owned()),
+        None => return Err(unknown_job(name)),
+    };
+    fill(client, &mut view).await?;
+    Ok(view)
 }
 
 pub(crate) fn unknown_job(name: &str) -> ApiError {
@@ -173,9 +193,15 @@ impl LockQuery {
     }
 }
 
-/// The held locks `query` matches.
-pub(crate) async fn locks(client: &LockClient, query: &LockQuery) -> Result<Vec<LockSummary>, ApiError> {
-    Ok(client.list_locks(&query.pattern, query.limit).await?)
+/// The held locks `query` matches, examining at most about `scan_budget` keys per node, and
+/// whether every key was examined.
+pub(crate) async fn locks(
+    client: &LockClient,
+    query: &LockQuery,
+    scan_budget: usize,
+) -> Result<(Vec<LockSummary>, bool), ApiError> {
+    let listing = client.list_locks_within(&query.pattern, query.limit, scan_budget).await?;
+    Ok((listing.locks, listing.complete))
 }
 
 /// Refuses an empty, overlong or control-character-holding `what` (a key or pattern).

@@ -108,6 +108,10 @@ struct Args {
     /// 0.0.0.0 so that Prometheus and a Service reach them)
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     listen: std::net::IpAddr,
+    /// a host name the admin console answers besides loopback (repeatable), e.g. the name of
+    /// the Service in front of it: requests naming another host are refused
+    #[arg(long, value_name = "NAME")]
+    console_host: Vec<String>,
     /// Internal: the first tick (epoch ms) the demo's replicas count, so they all count the
     /// same ticks.
     #[arg(long, value_name = "EPOCH_MS", hide = true, allow_negative_numbers = true)]
@@ -192,7 +196,8 @@ async fn replica(instance: String, args: Args) -> anyhow::Result<()> {
     }
     let client = LockClient::builder().url(redis.url()).instance_id(instance.as_str()).build()?;
     if let Some(port) = args.admin_port {
-        serve_console(client.clone(), SocketAddr::from((args.listen, port)), &instance).await?;
+        serve_console(client.clone(), SocketAddr::from((args.listen, port)), &args.console_host, &instance)
+            .await?;
     }
     // The annotated fn has no `client = ...`: it uses the installed default.
     client.install_default();
@@ -254,31 +259,40 @@ fn serve_metrics(address: std::net::IpAddr, port: u16) -> anyhow::Result<()> {
 /// Serves the admin console on `address` in the background, with the token from
 /// `LOCKCTL_ADMIN_TOKEN` or, without one, a random token it prints (a demo; a deployment
 /// sets its own).
-async fn serve_console(client: LockClient, address: SocketAddr, who: &str) -> anyhow::Result<()> {
+async fn serve_console(
+    client: LockClient,
+    address: SocketAddr,
+    hosts: &[String],
+    who: &str,
+) -> anyhow::Result<()> {
     let token = match std::env::var("LOCKCTL_ADMIN_TOKEN") {
         Ok(token) if !token.is_empty() => token,
         _ => {
-            use std::hash::{BuildHasher, Hasher};
-            let random = |n: u64| {
-                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-                h.write_u64(n);
-                h.finish()
-            };
-            let token = format!("{:016x}{:016x}", random(1), random(2));
+            // The operating system's secure random source (as `lockctl token`).
+            let mut bytes = [0u8; 16];
+            getrandom::fill(&mut bytes)
+                .map_err(|e| anyhow::anyhow!("no random source for the admin token: {e}"))?;
+            let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
             println!("[{who}] admin token (set LOCKCTL_ADMIN_TOKEN to choose one): {token}");
             token
         }
     };
-    let console = lock_console::Console::new(client).token(token)?.lock_pattern("lock:*");
+    let mut console = lock_console::Console::new(client).token(token)?.lock_pattern("lock:*");
+    for host in hosts {
+        console = console.allow_host(host)?;
+    }
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("serving the admin console on {address}"))?;
     println!("[{who}] admin console on http://{address}/");
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, console.router()).await {
-            eprintln!("the admin console stopped: {e}");
-        }
-    });
+    // With the console's own server: header-read timeouts, and the client's address in the
+    // audit log. It runs as long as the process.
+    tokio::spawn(lock_console::serve(
+        listener,
+        console.router(),
+        lock_console::ServeOptions::default(),
+        std::future::pending(),
+    ));
     Ok(())
 }
 
@@ -467,7 +481,7 @@ async fn demo(args: Args) -> anyhow::Result<()> {
     ensure_reachable(&redis).await?;
     if let Some(port) = args.admin_port {
         let client = LockClient::builder().url(redis.url()).instance_id("demo-console").build()?;
-        serve_console(client, SocketAddr::from((args.listen, port)), "demo").await?;
+        serve_console(client, SocketAddr::from((args.listen, port)), &args.console_host, "demo").await?;
     }
 
     // Count ticks from the first slot at least 1.5 s away, so that every replica is up.

@@ -188,6 +188,23 @@ pub enum LockError {
     /// A lease, wait or minimum-hold duration is unusable.
     #[error("invalid lock options: {0}")]
     InvalidOptions(String),
+
+    /// An operator's tool ([`LockClient::inspect`](crate::LockClient::inspect),
+    /// [`force_unlock`](crate::LockClient::force_unlock),
+    /// [`force_release`](crate::LockClient::force_release)) was pointed at a key that is not a
+    /// lock, a semaphore or a read-write lock by the protocol's own markers: another
+    /// application's data, a client's liveness key, or an auxiliary key of a lock. Nothing was
+    /// read from it or changed, and the message never shows its value.
+    #[error(
+        "{} is not a lock, semaphore or read-write lock: it is {found}; nothing was read from it or changed",
+        shortened(key)
+    )]
+    NotALock {
+        /// The key (in full; the message shows at most its first 64 characters).
+        key: String,
+        /// What the key is instead, e.g. "a hash", "a string that is not an owner token".
+        found: &'static str,
+    },
 }
 
 /// Why a held lock was lost.

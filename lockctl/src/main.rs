@@ -10,13 +10,18 @@
 //!                         token (asks first), says whom it was taken from
 //!   jobs                  jobs with their pause flag and last run
 //!   history <job> [-n N]  a job's last runs, newest first
-//!   pause <job>           pause a job on every replica
+//!   pause <job> [--force] pause a job on every replica (an unknown job only with --force)
 //!   resume <job>          resume it
 //!   run <job>             one live replica runs the job once, now (through its lock)
-//!   serve [--listen A] [--read-only]
+//!   serve [--listen A] [--read-only] [--token-file F] [--allow-host NAME]... [--token-for-reads]
 //!                         the admin console (web page + JSON API) on A (127.0.0.1:8088);
-//!                         actions need the bearer token in LOCKCTL_ADMIN_TOKEN
+//!                         actions need a bearer token (LOCKCTL_ADMIN_TOKEN or the file)
+//!   token                 print a new random admin token
 //! ```
+//!
+//! Text output escapes control characters, terminal escape sequences and bidirectional-text
+//! controls found in Redis values (`\u{1b}`), so a key or a job's error cannot retitle the
+//! terminal, clear the screen or reorder what is shown.
 //!
 //! Exit codes: 0 done; 1 nothing there (`show`/`unlock`: the lock is free, `resume`: the job
 //! was not paused, `history`: no runs recorded, `list`: no lock matched); 2 bad usage or
@@ -26,6 +31,7 @@ mod format;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -35,7 +41,7 @@ use lock_core::{ErrorChain, LockClient, LockError, inspect};
 use lock_scheduler::control::{self, ControlError};
 use serde_json::{Value, json};
 
-use crate::format::{duration, slot_time};
+use crate::format::{duration, slot_time, terminal_safe};
 
 /// Exit code: the command did what was asked.
 const OK: u8 = 0;
@@ -109,9 +115,14 @@ enum Command {
         count: usize,
     },
     /// Pause a job on every replica: its slots are skipped (recorded as "skipped: paused").
+    /// A job no running scheduler registers and with no history is refused (a typo would
+    /// leave a flag nothing reads), unless --force.
     Pause {
         /// The job's name.
         job: String,
+        /// Pause it even if no scheduler knows it yet (e.g. before it is deployed).
+        #[arg(long)]
+        force: bool,
     },
     /// Resume a paused job.
     Resume {
@@ -126,23 +137,59 @@ enum Command {
         job: String,
     },
     /// Serve the admin console: a web page and a JSON API (GET /api/openapi.json) for locks,
-    /// jobs and replicas. Reads are open on the address; actions (unlock, pause, resume, run)
-    /// need `Authorization: Bearer $LOCKCTL_ADMIN_TOKEN`, and are refused without a token.
-    Serve {
-        /// The address to listen on. Loopback by default: expose it only behind a proxy that
-        /// adds TLS and access control.
-        #[arg(long, default_value = "127.0.0.1:8088")]
-        listen: SocketAddr,
-        /// Refuse every action (403), token or not.
-        #[arg(long)]
-        read_only: bool,
-        /// The bearer token actions need (at least 16 characters).
-        #[arg(long, env = "LOCKCTL_ADMIN_TOKEN", hide_env_values = true)]
-        token: Option<String>,
-        /// The locks page's default pattern.
-        #[arg(long, default_value = "*")]
-        lock_pattern: String,
-    },
+    /// jobs and replicas. Reads are open to loopback hosts (and --allow-host names); actions
+    /// (unlock, pause, resume, run) need `Authorization: Bearer <token>` with a token from
+    /// LOCKCTL_ADMIN_TOKEN or --token-file, and are refused without one.
+    Serve(ServeArgs),
+    /// Print a new admin token: 32 bytes from the operating system's secure random source, as
+    /// 64 hex digits.
+    Token,
+}
+
+/// `lockctl serve`'s options.
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// The address to listen on. Loopback by default: expose it only behind a proxy that
+    /// adds TLS and access control.
+    #[arg(long, default_value = "127.0.0.1:8088")]
+    listen: SocketAddr,
+    /// Refuse every action (403), token or not.
+    #[arg(long)]
+    read_only: bool,
+    /// The bearer token actions need (at least 16 characters, 8 of them different). Prefer the
+    /// environment variable or --token-file: a flag shows in `ps`.
+    #[arg(long, env = "LOCKCTL_ADMIN_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// A file of admin tokens, one a line: `<token>`, or `<name> <token>` to have the history
+    /// say `<name>` did what the token did; `#` starts a comment line.
+    #[arg(long, env = "LOCKCTL_ADMIN_TOKEN_FILE", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Also answer requests whose Host is NAME (any port), e.g. the name a reverse proxy
+    /// forwards; repeatable. Loopback hosts are always answered; others get 421.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    allow_host: Vec<String>,
+    /// Answer whatever Host a request names (the proxy in front checks it).
+    #[arg(long, conflicts_with = "allow_host")]
+    allow_any_host: bool,
+    /// Reads (the pages and GET /api/...) need the bearer token too.
+    #[arg(long)]
+    token_for_reads: bool,
+    /// How long a client has to send a request's headers (also the idle timeout of a
+    /// kept-alive connection), e.g. 10s.
+    #[arg(long, default_value = "10s", value_parser = duration_arg)]
+    header_read_timeout: Duration,
+    /// How long shutdown (SIGINT, SIGTERM) waits for requests in flight before closing every
+    /// connection, e.g. 5s.
+    #[arg(long, default_value = "5s", value_parser = duration_arg)]
+    shutdown_grace: Duration,
+    /// The locks page's default pattern.
+    #[arg(long, default_value = "*")]
+    lock_pattern: String,
+}
+
+/// A duration flag: `500ms`, `10s`, `2m`.
+fn duration_arg(text: &str) -> Result<Duration, String> {
+    lock_schedule::parse_duration(text).map_err(|e| e.to_string())
 }
 
 /// Why a command failed, with its exit code. Printed with its whole chain of causes, each
@@ -165,6 +212,9 @@ enum CtlError {
     /// The console's configuration was refused.
     #[error(transparent)]
     Console(#[from] lock_console::ConsoleError),
+    /// The operating system's random source failed.
+    #[error("the operating system's random source failed: {0}")]
+    Random(String),
     /// The console could not listen or serve.
     #[error("the console on {addr} failed")]
     Serve {
@@ -181,7 +231,10 @@ impl CtlError {
         match self {
             CtlError::Usage(_)
             | CtlError::Lock(
-                LockError::InvalidKey { .. } | LockError::Config(_) | LockError::InvalidOptions(_),
+                LockError::InvalidKey { .. }
+                | LockError::Config(_)
+                | LockError::InvalidOptions(_)
+                | LockError::NotALock { .. },
             )
             | CtlError::Control(ControlError::InvalidJob(_) | ControlError::UnknownJob { .. })
             | CtlError::Console(_) => USAGE,
@@ -209,7 +262,7 @@ fn main() -> ExitCode {
             if json {
                 println!("{}", out.json);
             } else if !out.text.is_empty() {
-                print!("{}", out.text);
+                print!("{}", terminal_safe(&out.text));
             }
             ExitCode::from(out.code)
         }
@@ -222,11 +275,14 @@ fn fail(json: bool, e: &CtlError) -> ExitCode {
     if json {
         println!("{}", json!({ "error": message, "exit_code": e.code() }));
     }
-    eprintln!("lockctl: {message}");
+    eprintln!("lockctl: {}", terminal_safe(&message));
     ExitCode::from(e.code())
 }
 
 async fn run(cli: Cli) -> Result<Output, CtlError> {
+    if let Command::Token = cli.command {
+        return new_token();
+    }
     let url = cli.url.ok_or_else(|| {
         CtlError::Usage("no Redis URL: pass --url or set REDIS_URL (e.g. redis://127.0.0.1:6379/)".into())
     })?;
@@ -241,18 +297,10 @@ async fn run(cli: Cli) -> Result<Output, CtlError> {
         Command::Unlock { key, yes, token } => unlock(&client, &key, token.as_deref(), yes, cli.json).await,
         Command::Jobs => jobs(&client).await,
         Command::History { job, count } => history(&client, &job, count).await,
-        Command::Pause { job } => {
-            control::pause_by(&client, &job, &operator()).await?;
-            Ok(Output {
-                json: json!({ "job": job, "paused": true }),
-                text: format!("paused {job}: every replica skips its slots until `lockctl resume {job}`\n"),
-                code: OK,
-            })
-        }
+        Command::Pause { job, force } => pause(&client, &job, force).await,
         Command::Run { job } => run_now(&client, &job).await,
-        Command::Serve { listen, read_only, token, lock_pattern } => {
-            serve(client, listen, read_only, token, lock_pattern).await
-        }
+        Command::Serve(args) => serve(client, args).await,
+        Command::Token => new_token(),
         Command::Resume { job } => {
             let was_paused = control::resume(&client, &job).await?;
             Ok(Output {
@@ -468,7 +516,7 @@ async fn release_one(
 /// Asks on stderr, reads a line from stdin: only "y" or "yes" confirms (end of input does not).
 fn confirm(prompt: &str, json_out: bool) -> bool {
     let mut err = std::io::stderr();
-    let _ = write!(err, "{prompt}");
+    let _ = write!(err, "{}", terminal_safe(prompt));
     let _ = err.flush();
     let mut answer = String::new();
     let stdin = std::io::stdin();
@@ -529,6 +577,33 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
     })
 }
 
+/// `lockctl pause <job> [--force]`.
+async fn pause(client: &LockClient, job: &str, force: bool) -> Result<Output, CtlError> {
+    if !force {
+        let registered = control::registered_jobs(client).await?.iter().any(|j| j.name == job);
+        if !registered && !control::jobs(client).await?.iter().any(|name| name == job) {
+            return Err(CtlError::Usage(format!(
+                "no job `{job}`: no running scheduler registers it and it has no history or pause flag; \
+                 check the name (`lockctl jobs`), or pass --force to pause it before it is deployed"
+            )));
+        }
+    }
+    control::pause_by(client, job, &operator()).await?;
+    Ok(Output {
+        json: json!({ "job": job, "paused": true }),
+        text: format!("paused {job}: every replica skips its slots until `lockctl resume {job}`\n"),
+        code: OK,
+    })
+}
+
+/// `lockctl token`: 32 random bytes as hex.
+fn new_token() -> Result<Output, CtlError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| CtlError::Random(e.to_string()))?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(Output { json: json!({ "token": token }), text: format!("{token}\n"), code: OK })
+}
+
 /// `lockctl run <job>`.
 async fn run_now(client: &LockClient, job: &str) -> Result<Output, CtlError> {
     let request = control::run_now(client, job, &operator()).await?;
@@ -548,40 +623,107 @@ fn operator() -> String {
 }
 
 /// `lockctl serve`: the console until SIGINT or SIGTERM.
-async fn serve(
-    client: LockClient,
-    listen: SocketAddr,
-    read_only: bool,
-    token: Option<String>,
-    lock_pattern: String,
-) -> Result<Output, CtlError> {
-    let mut console = lock_console::Console::new(client).read_only(read_only).lock_pattern(lock_pattern);
-    if let Some(token) = token.filter(|t| !t.is_empty()) {
-        console = console.token(token)?;
+async fn serve(client: LockClient, args: ServeArgs) -> Result<Output, CtlError> {
+    // The audit trail (every action, every refused token) and warnings go to stderr; RUST_LOG
+    // overrides what is shown. No colours: the lines go to log collectors.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,lock_console::audit=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .try_init();
+    let mut console = lock_console::Console::new(client)
+        .read_only(args.read_only)
+        .lock_pattern(args.lock_pattern)
+        .require_token_for_reads(args.token_for_reads);
+    let mut tokens = Vec::new();
+    if let Some(path) = &args.token_file {
+        tokens.extend(read_token_file(path)?);
     }
+    if let Some(token) = args.token.filter(|t| !t.is_empty()) {
+        tokens.push((None, token));
+    }
+    for (name, token) in tokens {
+        console = console.named_token(name.as_deref().unwrap_or(lock_console::DEFAULT_TOKEN_NAME), token)?;
+    }
+    for host in &args.allow_host {
+        console = console.allow_host(host)?;
+    }
+    if args.allow_any_host {
+        console = console.allow_any_host();
+    }
+    let listen = args.listen;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|source| CtlError::Serve { addr: listen, source })?;
     let addr = listener.local_addr().map_err(|source| CtlError::Serve { addr: listen, source })?;
-    let actions = if read_only {
+    let actions = if args.read_only {
         "read-only: actions refused"
     } else if console.actions_enabled() {
-        "actions need the bearer token from LOCKCTL_ADMIN_TOKEN"
+        "actions need a bearer token"
     } else {
-        "actions disabled: set LOCKCTL_ADMIN_TOKEN to enable them"
+        "actions disabled: set LOCKCTL_ADMIN_TOKEN or --token-file to enable them"
     };
     eprintln!("lockctl: console on http://{addr}/ ({actions}); Ctrl-C stops it");
-    if !addr.ip().is_loopback() {
+    if !addr.ip().is_loopback() && !args.token_for_reads {
         eprintln!(
-            "lockctl: warning: {addr} is not a loopback address; reads are open to anyone who reaches it (put TLS and access control in front)"
+            "lockctl: warning: {addr} is not a loopback address; reads are open to anyone who reaches it (put TLS and access control in front, or pass --token-for-reads)"
         );
     }
     let stop = lock_scheduler::shutdown_signal().map_err(|source| CtlError::Serve { addr, source })?;
-    axum::serve(listener, console.router())
-        .with_graceful_shutdown(async move {
-            stop.await;
-        })
-        .await
-        .map_err(|source| CtlError::Serve { addr, source })?;
+    let options = lock_console::ServeOptions::default()
+        .header_read_timeout(args.header_read_timeout)
+        .shutdown_grace(args.shutdown_grace);
+    lock_console::serve(listener, console.router(), options, async move {
+        stop.await;
+    })
+    .await;
     Ok(Output { json: json!({ "stopped": true }), text: "lockctl: console stopped\n".into(), code: OK })
 }
+
+/// The tokens of a token file: one a line, `<token>` or `<name> <token>`; blank lines and
+/// lines starting with `#` skipped. Errors name the line, never the token.
+fn read_token_file(path: &Path) -> Result<Vec<(Option<String>, String)>, CtlError> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CtlError::Usage(format!("cannot read the token file {shown}: {e}")))?;
+    warn_if_readable_by_others(path);
+    let mut tokens = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match fields.as_slice() {
+            [token] => tokens.push((None, (*token).to_owned())),
+            [name, token] => tokens.push((Some((*name).to_owned()), (*token).to_owned())),
+            _ => {
+                return Err(CtlError::Usage(format!(
+                    "line {} of the token file {shown}: expected `<token>` or `<name> <token>`",
+                    i + 1
+                )));
+            }
+        }
+    }
+    if tokens.is_empty() {
+        return Err(CtlError::Usage(format!("the token file {shown} holds no token")));
+    }
+    Ok(tokens)
+}
+
+/// Warns when a token file can be read by other users (its tokens are secrets).
+#[cfg(unix)]
+fn warn_if_readable_by_others(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
+        eprintln!(
+            "lockctl: warning: the token file {} can be read by other users; `chmod 600` it",
+            path.display()
+        );
+    }
+}
+
+#[cfg(not(unix))]
+fn warn_if_readable_by_others(_: &Path) {}

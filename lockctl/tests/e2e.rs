@@ -546,3 +546,174 @@ async fn run_now_and_the_console_reach_a_running_replica() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("at least 16"));
     replica.stop().await;
 }
+
+/// Issue 42 in lockctl: keys that are not locks are refused (exit 2) without their values and
+/// stay in Redis; what Redis holds cannot drive the terminal; `pause` refuses an unknown job
+/// unless forced; tokens are generated from the OS's random source, weak ones refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_touches_only_locks_and_escapes_what_it_prints() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let secret = r#"{"api_key":"sk_live_x"}"#;
+    server.cli(&["SET", "app:session:42", secret]);
+    server.cli(&["HSET", "app:profile", "email", "hash-secret"]);
+    let holder = LockClient::builder().url(&url).instance_id("pod-x").build().expect("client");
+    let guard = holder.acquire("lock:mine", LockOptions::new()).await.expect("take a lock");
+    let liveness = lock_core::inspect::parse_token(guard.token())
+        .and_then(|h| h.liveness_key)
+        .expect("the token names its liveness key");
+    for key in ["app:session:42", "app:profile", liveness.as_str()] {
+        for args in [vec!["show", key], vec!["unlock", key, "--yes"]] {
+            let (code, stdout, stderr) = lockctl(&url, &args, "").await;
+            assert_eq!(code, 2, "{args:?}: {stdout}{stderr}");
+            assert!(stderr.contains("is not a lock"), "{args:?}: {stderr}");
+            assert!(!format!("{stdout}{stderr}").contains("sk_live") && !stderr.contains("hash-secret"));
+        }
+        assert_eq!(server.cli(&["EXISTS", key]), "1", "{key} is still in Redis");
+    }
+    let (code, stdout, _) = lockctl(&url, &["show", "lock:mine"], "").await;
+    assert_eq!(code, 0, "a lock still shows: {stdout}");
+
+    // A history entry full of terminal controls: printed escaped, never raw.
+    let job = "escapes";
+    let history = lock_scheduler::history_key(job).expect("a job name");
+    let nasty = "\u{1b}]0;pwned\u{7}\u{1b}[2J boom \u{202e}txt.exe";
+    server.cli(&[
+        "XADD",
+        &history,
+        "*",
+        "tick",
+        "1700000000000",
+        "instance",
+        "pod-\u{1b}[31mred",
+        "outcome",
+        "failed",
+        "duration_ms",
+        "5",
+        "error",
+        nasty,
+    ]);
+    let (code, stdout, _) = lockctl(&url, &["history", job], "").await;
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        !stdout.contains('\u{1b}') && !stdout.contains('\u{7}') && !stdout.contains('\u{202e}'),
+        "{stdout:?}"
+    );
+    assert!(stdout.contains("\\u{1b}]0;pwned\\u{7}") && stdout.contains("\\u{202e}txt.exe"), "{stdout}");
+
+    // pause: an unknown job is refused and leaves no flag, unless --force.
+    let (code, _, stderr) = lockctl(&url, &["pause", "no-such-job"], "").await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--force"), "{stderr}");
+    let flag = lock_scheduler::pause_key("no-such-job").expect("a job name");
+    assert_eq!(server.cli(&["EXISTS", &flag]), "0");
+    let (code, _, stderr) = lockctl(&url, &["pause", "no-such-job", "--force"], "").await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(server.cli(&["EXISTS", &flag]), "1");
+    let (code, _, stderr) = lockctl(&url, &["pause", job], "").await;
+    assert_eq!(code, 0, "a job with a history is known: {stderr}");
+
+    // Tokens: 64 hex digits, new each time; a weak one is refused before anything is served.
+    let (code, first, _) = lockctl(&url, &["token"], "").await;
+    let (_, second, _) = lockctl(&url, &["token"], "").await;
+    let first = first.trim();
+    assert_eq!(code, 0);
+    assert!(first.len() == 64 && first.bytes().all(|b| b.is_ascii_hexdigit()), "{first}");
+    assert_ne!(first, second.trim());
+    let mut weak = Command::new(env!("CARGO_BIN_EXE_lockctl"));
+    weak.args(["serve", "--listen", "127.0.0.1:0"])
+        .env("REDIS_URL", &url)
+        .env("LOCKCTL_ADMIN_TOKEN", "a".repeat(16));
+    let output = tokio::time::timeout(PATIENCE, weak.output()).await.expect("exits").expect("output");
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("different characters"));
+    drop(guard);
+}
+
+/// `lockctl serve` with named tokens from a file: the history says who acted; a foreign Host is
+/// refused; SIGTERM stops it within its grace even with half-open connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_serve_names_its_actors_and_stops_in_bounded_time() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let file = dir.path().join("tokens");
+    let alice = "alice-secret-token-0123456789abcdef";
+    std::fs::write(&file, format!("# operators\nalice {alice}\nbob bob-secret-token-0123456789abcdef\n"))
+        .expect("write the token file");
+    // Readable by its owner only, or lockctl warns first.
+    let mut permissions = std::fs::metadata(&file).expect("stat").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o600);
+    std::fs::set_permissions(&file, permissions).expect("chmod 600");
+    let (code, _, _) = lockctl(&url, &["pause", "nightly", "--force"], "").await;
+    assert_eq!(code, 0);
+    let port = redis_fixture::free_port().expect("a free port");
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_lockctl"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--shutdown-grace", "1s"])
+        .arg("--token-file")
+        .arg(&file)
+        .env("REDIS_URL", &url)
+        .env_remove("LOCKCTL_ADMIN_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start lockctl serve");
+    let mut stderr = BufReader::new(serve.stderr.take().expect("piped stderr")).lines();
+    let first =
+        tokio::time::timeout(PATIENCE, stderr.next_line()).await.expect("a first line").expect("read");
+    assert!(first.as_deref().is_some_and(|l| l.contains("console on http://")), "{first:?}");
+
+    let (status, body) = http(port, "POST", "/api/jobs/nightly/pause", Some(alice)).await;
+    assert_eq!(status, 200, "{body}");
+    let flag = server.cli(&["GET", &lock_scheduler::pause_key("nightly").expect("a job name")]);
+    assert!(flag.ends_with("by alice"), "the pause flag names the token's owner: {flag}");
+    // The audit trail on stderr: who, from where, with which token (its fingerprint only).
+    let audit = tokio::time::timeout(PATIENCE, async {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            if line.contains("console action done") {
+                return Some(line);
+            }
+        }
+        None
+    })
+    .await
+    .expect("an audit line in time")
+    .expect("an audit line");
+    assert!(
+        audit.contains("actor=alice") && audit.contains("nightly") && audit.contains("client=127.0.0.1:"),
+        "{audit}"
+    );
+    assert!(!audit.contains(alice), "the token itself is never logged: {audit}");
+    let (status, body) =
+        http(port, "POST", "/api/jobs/nightly/resume", Some("wrong-token-0123456789abcdef")).await;
+    assert_eq!(status, 401, "{body}");
+    let mut rebound = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+    rebound
+        .write_all(b"GET /api/jobs HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("send");
+    let mut response = String::new();
+    rebound.read_to_string(&mut response).await.expect("read");
+    assert!(response.starts_with("HTTP/1.1 421"), "{response}");
+
+    // Three connections that never finish their request, then SIGTERM.
+    let mut half_open = Vec::new();
+    for _ in 0..3 {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        stream.write_all(b"GET / HTTP/1.1\r\nHost: 127.").await.expect("send part of a request");
+        half_open.push(stream);
+    }
+    let (status, _) = http(port, "GET", "/healthz", None).await;
+    assert_eq!(status, 200, "the half-open connections are accepted by now");
+    let started = Instant::now();
+    if let Some(pid) = serve.id() {
+        let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    }
+    let status = tokio::time::timeout(PATIENCE, serve.wait()).await.expect("stops").expect("status");
+    let took = started.elapsed();
+    assert!(status.success(), "{status}");
+    assert!(took < Duration::from_secs(15), "SIGTERM took {took:?} with half-open connections");
+    drop(half_open);
+}

@@ -218,6 +218,23 @@ fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) -> bool 
     if renew {
         pipe.cmd("PEXPIRE").arg(&key).arg(HISTORY_TTL.as_millis() as u64).ignore();
     }
+    // Failures are counted per hour beside the history, so that a view of "failures in the
+    // last 24 hours" reads counters instead of a day of history. (A record whose stream was
+    // gone is written again, and counted again: only after a job's history expired.)
+    if matches!(outcome, RunOutcome::Failed(_) | RunOutcome::TimedOut(_))
+        && let Ok(counts) = schema::failures_key(job)
+    {
+        let hour = schema::failure_hour(chrono::Utc::now().timestamp_millis());
+        pipe.cmd("ZADD").arg(&counts).arg("INCR").arg(1).arg(hour).ignore();
+        // The hours a day and more back. An older one cannot be left: the set expires a day
+        // after its last failure, so while it lives some failure falls in every such window.
+        let zrem = pipe.cmd("ZREM").arg(&counts);
+        for old in hour - 50..=hour - 25 {
+            zrem.arg(old);
+        }
+        zrem.ignore();
+        pipe.cmd("PEXPIRE").arg(&counts).arg(schema::FAILURES_TTL.as_millis() as u64).ignore();
+    }
     true
 }
 

@@ -75,6 +75,20 @@ async fn send(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str
     parse(&raw)
 }
 
+/// Sends `head` as it is (request line and headers, `\r\n`-separated, ending with an empty
+/// line) to `addr` and reads the whole response: for requests [`request`] cannot make, such as
+/// one with another `Host`.
+pub async fn raw(addr: SocketAddr, head: &str) -> Response {
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr).await.expect("connect to the console");
+        stream.write_all(head.as_bytes()).await.expect("send the request");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.expect("read the response");
+        parse(&raw)
+    };
+    tokio::time::timeout(TIMEOUT, exchange).await.unwrap_or_else(|_| panic!("no response within {TIMEOUT:?}"))
+}
+
 fn parse(raw: &[u8]) -> Response {
     let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or(raw.len());
     let head = String::from_utf8_lossy(&raw[..split]);

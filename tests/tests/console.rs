@@ -145,6 +145,19 @@ async fn every_endpoint_answers_from_redis_and_actions_need_the_token() {
     let fails = job("fails").expect("fails listed");
     assert_eq!(fails["last_outcome"], "failed", "{fails}");
     assert!(fails["failures_24h"].as_u64().is_some_and(|n| n >= 2), "{fails}");
+    // Counted by the counts per hour written with the history entries, not by reading history.
+    let counts_key = lock_scheduler::schema::failures_key("fails").expect("key");
+    let counted: u64 = s
+        .server
+        .cli(&["ZRANGE", &counts_key, "0", "-1", "WITHSCORES"])
+        .lines()
+        .skip(1)
+        .step_by(2)
+        .filter_map(|n| n.trim().parse::<u64>().ok())
+        .sum();
+    assert!(counted >= 2, "the failure counts: {counted}");
+    let ttl: i64 = s.server.cli(&["PTTL", &counts_key]).trim().parse().unwrap_or(-3);
+    assert!(ttl > 0, "the counts expire: {ttl}");
     assert!(["pod-a", "pod-b", "pod-c"].contains(&fails["last_instance"].as_str().unwrap_or("")));
     assert!(job(MARKUP).is_some() && job("manual").is_some());
     let history = http::get(addr, "/api/jobs/fails/history?n=2").await.json();
@@ -327,6 +340,7 @@ async fn the_openapi_document_lists_exactly_the_routes() {
         }
     }
     let routes: BTreeSet<(String, String)> = [
+        ("GET", "/healthz"),
         ("GET", "/api/openapi.json"),
         ("GET", "/api/locks"),
         ("GET", "/api/locks/{key}"),

@@ -149,6 +149,17 @@ pub struct LockSummary {
     pub ttl: Option<Duration>,
 }
 
+/// What [`LockClient::list_locks_within`](crate::LockClient::list_locks_within) found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockListing {
+    /// The locks found, sorted by key.
+    pub locks: Vec<LockSummary>,
+    /// Whether every key was looked at: `false` when the scan budget ran out first, so more
+    /// locks may match.
+    pub complete: bool,
+}
+
 /// A key that belongs to the lock machinery rather than naming a lock (see
 /// [`schema::is_auxiliary_key`]).
 pub fn is_auxiliary_key(key: &str) -> bool {
@@ -177,6 +188,7 @@ pub fn parse_token(token: &str) -> Option<Holder> {
 /// Reads the state of the lock `key` (see [`LockClient::inspect`](crate::LockClient::inspect)).
 pub(crate) async fn read(core: &Core, key: &str) -> Result<LockInfo> {
     schema::validate_key(key)?;
+    refuse_machinery(key)?;
     let conn = &core.conn;
     let action = || format!("reading lock `{}`", short(key));
     let mut pipe = redis::pipe();
@@ -213,18 +225,29 @@ pub(crate) async fn read(core: &Core, key: &str) -> Result<LockInfo> {
     let (kind, fence, tick, queue, tickets, readers, time): Reply =
         conn.query_pipeline(&pipe).await.map_err(|e| LockError::redis(action(), e))?;
     let now_ms = time.0 * 1000 + time.1 / 1000;
-    // The key itself: a token (a lock, a writer) or a semaphore's holders.
-    let (value, pttl, members) = if kind == "zset" {
-        let mut cmd = redis::cmd("ZRANGE");
-        cmd.arg(key).arg(0).arg(-1).arg("WITHSCORES");
-        let members: Vec<(String, f64)> = conn.query(&cmd, action).await?;
-        (None, -2, members)
-    } else {
-        let mut pipe = redis::pipe();
-        pipe.cmd("GET").arg(key).cmd("PTTL").arg(key);
-        let (value, pttl): (Option<String>, i64) =
-            conn.query_pipeline(&pipe).await.map_err(|e| LockError::redis(action(), e))?;
-        (value, pttl, Vec::new())
+    // The key itself: a token (a lock, a writer) or a semaphore's holders. Anything else is
+    // someone else's data: refused before its value is read (and a WRONGTYPE never happens).
+    let (value, pttl, members) = match kind.as_str() {
+        "zset" => {
+            let mut cmd = redis::cmd("ZRANGE");
+            cmd.arg(key).arg(0).arg(-1).arg("WITHSCORES");
+            let members: Vec<(String, f64)> = conn.query(&cmd, action).await?;
+            if !is_semaphore(&members) {
+                return Err(not_a_lock(key, "a sorted set that is not a semaphore's"));
+            }
+            (None, -2, members)
+        }
+        "string" | "none" => {
+            let mut pipe = redis::pipe();
+            pipe.cmd("GET").arg(key).cmd("PTTL").arg(key);
+            let (value, pttl): (Option<String>, i64) =
+                conn.query_pipeline(&pipe).await.map_err(|e| LockError::redis(action(), e))?;
+            if value.as_deref().is_some_and(|v| parse_token(v).is_none()) {
+                return Err(not_a_lock(key, NOT_A_TOKEN));
+            }
+            (value, pttl, Vec::new())
+        }
+        other => return Err(not_a_lock(key, type_name(other))),
     };
     // Records are scored with the reservation's deadline, negated once counted as lapsed.
     let handoffs: Vec<Handoff> = tickets
@@ -263,8 +286,10 @@ pub(crate) async fn read(core: &Core, key: &str) -> Result<LockInfo> {
         LockKind::Lock
     };
     let mut holders = Vec::new();
-    for (token, until) in members.into_iter().chain(readers).filter(|(m, _)| m != schema::PERMITS_MEMBER) {
-        let mut holder = parse_token(&token).unwrap_or_else(|| foreign(token));
+    // Members that are not owner tokens are left out: `is_semaphore` admitted the set, and the
+    // readers key is the protocol's own name.
+    let tokens = members.into_iter().chain(readers).filter_map(|(m, until)| Some((parse_token(&m)?, until)));
+    for (mut holder, until) in tokens {
         holder.expires_in = Some(remaining_ms(until as i64, now_ms));
         holder.alive = alive(core, key, &holder).await?;
         holders.push(holder);
@@ -272,7 +297,7 @@ pub(crate) async fn read(core: &Core, key: &str) -> Result<LockInfo> {
     let holder = match value {
         None => None,
         Some(token) => {
-            let mut holder = parse_token(&token).unwrap_or_else(|| foreign(token));
+            let mut holder = parse_token(&token).ok_or_else(|| not_a_lock(key, NOT_A_TOKEN))?;
             holder.alive = alive(core, key, &holder).await?;
             Some(holder)
         }
@@ -290,9 +315,81 @@ pub(crate) async fn read(core: &Core, key: &str) -> Result<LockInfo> {
     })
 }
 
-/// A holder whose value this crate did not write.
-fn foreign(token: String) -> Holder {
-    Holder { token, instance: None, liveness_key: None, alive: None, released: false, expires_in: None }
+/// What a string key holds when its value is not an owner token.
+const NOT_A_TOKEN: &str = "a string that is not an owner token";
+
+/// Refuses the protocol's own keys that do not name a lock: a client's liveness key, and the
+/// auxiliary keys of a lock (fence, tick, queue, tickets, readers). Releasing a liveness key
+/// would let others take over that client's live locks.
+fn refuse_machinery(key: &str) -> Result<()> {
+    if key.starts_with(schema::LIVENESS_PREFIX) {
+        return Err(not_a_lock(key, "a client's liveness key"));
+    }
+    if schema::lock_of_auxiliary_key(key).is_some() {
+        return Err(not_a_lock(key, "an auxiliary key of a lock (fence, tick, queue or readers)"));
+    }
+    Ok(())
+}
+
+/// Whether the members of a sorted set are a semaphore's: the protocol's `#permits` marker
+/// (every write of a semaphore adds it first) and owner tokens.
+fn is_semaphore(members: &[(String, f64)]) -> bool {
+    members.iter().any(|(m, _)| m == schema::PERMITS_MEMBER)
+        && members.iter().all(|(m, _)| m == schema::PERMITS_MEMBER || parse_token(m).is_some())
+}
+
+fn not_a_lock(key: &str, found: &'static str) -> LockError {
+    LockError::NotALock { key: key.to_owned(), found }
+}
+
+/// A Redis type a lock never has, as messages say it.
+fn type_name(kind: &str) -> &'static str {
+    match kind {
+        "hash" => "a hash",
+        "list" => "a list",
+        "set" => "a set",
+        "stream" => "a stream",
+        _ => "a value of a type locks never have",
+    }
+}
+
+/// What a key holds, checked against the protocol's markers before anything is changed.
+enum Found {
+    /// Nothing under the name itself (a free lock, or a read-write lock with readers only).
+    Nothing,
+    /// A string holding an owner token: a lock, or a read-write lock's writer. The value as
+    /// read (with its queue mark, if any).
+    Token(String),
+    /// A semaphore's holders.
+    Semaphore,
+}
+
+/// Reads what `key` is; anything but a lock, a writer or a semaphore is [`LockError::NotALock`].
+async fn found(core: &Core, key: &str) -> Result<Found> {
+    refuse_machinery(key)?;
+    let action = || format!("reading lock `{}`", short(key));
+    match kind_of(core, key).await?.as_str() {
+        "none" => Ok(Found::Nothing),
+        "string" => {
+            let value: Option<String> = core.conn.query(&redis::Cmd::get(key), action).await?;
+            match value {
+                None => Ok(Found::Nothing),
+                Some(value) if parse_token(&value).is_some() => Ok(Found::Token(value)),
+                Some(_) => Err(not_a_lock(key, NOT_A_TOKEN)),
+            }
+        }
+        "zset" => {
+            let mut cmd = redis::cmd("ZRANGE");
+            cmd.arg(key).arg(0).arg(-1).arg("WITHSCORES");
+            let members: Vec<(String, f64)> = core.conn.query(&cmd, action).await?;
+            if is_semaphore(&members) {
+                Ok(Found::Semaphore)
+            } else {
+                Err(not_a_lock(key, "a sorted set that is not a semaphore's"))
+            }
+        }
+        other => Err(not_a_lock(key, type_name(other))),
+    }
 }
 
 /// Whether `holder`'s client is alive (its liveness key exists), if its token names one.
@@ -311,13 +408,15 @@ fn remaining_ms(until_ms: i64, now_ms: i64) -> Duration {
 
 /// Lists held locks matching `pattern` (see
 /// [`LockClient::list_locks`](crate::LockClient::list_locks)).
-pub(crate) async fn list(core: &Core, pattern: &str, limit: usize) -> Result<Vec<LockSummary>> {
+pub(crate) async fn list(core: &Core, pattern: &str, limit: usize, budget: usize) -> Result<LockListing> {
     let conn = &core.conn;
     let action = || format!("listing locks matching `{}`", short(pattern));
     let mut found = Vec::new();
     // Every master of a cluster is scanned; the keys' values are then read in one pipeline
-    // per node.
-    let keys = conn.scan(pattern, Some("string"), limit.saturating_mul(4).max(1000)).await?;
+    // per node. The budget is shared by the three scans (strings, semaphores, readers).
+    let budget = budget.div_ceil(3);
+    let (keys, mut complete) =
+        conn.scan_within(pattern, Some("string"), limit.saturating_mul(4).max(1000), budget).await?;
     let candidates: Vec<String> = keys.into_iter().filter(|k| !is_auxiliary_key(k)).collect();
     for (node, candidates) in conn.split_by_node(candidates, String::as_str).await {
         if found.len() >= limit {
@@ -349,21 +448,30 @@ pub(crate) async fn list(core: &Core, pattern: &str, limit: usize) -> Result<Vec
         }
     }
     if found.len() < limit {
-        found.extend(list_shared(core, pattern, limit - found.len()).await?);
+        let (shared, shared_complete) = list_shared(core, pattern, limit - found.len(), budget).await?;
+        found.extend(shared);
+        complete &= shared_complete;
     }
     found.sort_by(|a, b| a.key.cmp(&b.key));
     found.truncate(limit);
-    Ok(found)
+    Ok(LockListing { locks: found, complete })
 }
 
 /// Semaphores and read-write locks with readers matching `pattern`: their holder sets are
 /// sorted sets, the semaphore's under its name, the readers under [`schema::readers_key`].
-async fn list_shared(core: &Core, pattern: &str, limit: usize) -> Result<Vec<LockSummary>> {
+async fn list_shared(
+    core: &Core,
+    pattern: &str,
+    limit: usize,
+    budget: usize,
+) -> Result<(Vec<LockSummary>, bool)> {
     let conn = &core.conn;
     let action = || format!("listing semaphores and read-write locks matching `{}`", short(pattern));
     let scan_limit = limit.saturating_mul(4).max(1000);
-    let mut keys = conn.scan(pattern, Some("zset"), scan_limit).await?;
-    keys.extend(conn.scan(&schema::readers_key(pattern), Some("zset"), scan_limit).await?);
+    let (mut keys, sets_complete) = conn.scan_within(pattern, Some("zset"), scan_limit, budget).await?;
+    let (readers, readers_complete) =
+        conn.scan_within(&schema::readers_key(pattern), Some("zset"), scan_limit, budget).await?;
+    keys.extend(readers);
     keys.sort();
     keys.dedup();
     let candidates: Vec<String> = keys
@@ -394,6 +502,8 @@ async fn list_shared(core: &Core, pattern: &str, limit: usize) -> Result<Vec<Loc
                 let members: Vec<(String, f64)> = redis::from_redis_value(reply).unwrap_or_default();
                 let (name, kind) = match schema::rw_lock_of_readers_key(key) {
                     Some(name) => (name.to_owned(), LockKind::RwLock),
+                    // Another application's sorted set: not listed.
+                    None if !is_semaphore(&members) => continue,
                     None => {
                         let permits = members
                             .iter()
@@ -406,7 +516,7 @@ async fn list_shared(core: &Core, pattern: &str, limit: usize) -> Result<Vec<Loc
                     m != schema::PERMITS_MEMBER && (*until as i64) > now_ms && schema::owner_of(m).is_some()
                 });
                 let Some((first, until)) = live.next() else { continue };
-                let mut holder = parse_token(&first).unwrap_or_else(|| foreign(first));
+                let Some(mut holder) = parse_token(&first) else { continue };
                 holder.expires_in = Some(remaining_ms(until as i64, now_ms));
                 found.push(LockSummary {
                     key: name,
@@ -418,7 +528,7 @@ async fn list_shared(core: &Core, pattern: &str, limit: usize) -> Result<Vec<Loc
             }
         }
     }
-    Ok(found)
+    Ok((found, sets_complete && readers_complete))
 }
 
 /// Force-releases the lock `key` (see
@@ -427,17 +537,20 @@ pub(crate) async fn force_unlock(core: &Core, key: &str) -> Result<Option<String
     schema::validate_key(key)?;
     // A few tries: the holder may release or hand over between the read and the release.
     const ATTEMPTS: u32 = 5;
-    if kind_of(core, key).await? == "zset" {
-        return Err(LockError::InvalidOptions(format!(
-            "`{}` is a semaphore: give back one permit with force_release(name, token) \
-             (`lockctl unlock <name> --token <token>`)",
-            short(key)
-        )));
-    }
     for _ in 0..ATTEMPTS {
-        let value: Option<String> =
-            core.conn.query(&redis::Cmd::get(key), || format!("reading lock `{}`", short(key))).await?;
-        let Some(value) = value else { return Ok(None) };
+        // Checked on every try: only an owner token is ever compared and deleted, so another
+        // application's string (or a liveness key) is never released.
+        let value = match found(core, key).await? {
+            Found::Nothing => return Ok(None),
+            Found::Token(value) => value,
+            Found::Semaphore => {
+                return Err(LockError::InvalidOptions(format!(
+                    "`{}` is a semaphore: give back one permit with force_release(name, token) \
+                     (`lockctl unlock <name> --token <token>`)",
+                    short(key)
+                )));
+            }
+        };
         // The release compares the token itself and hands over to a waiter if the value is marked.
         let token = schema::unmarked(&value).to_owned();
         if core.releaser.release_token(key, Hold::Lock, &token).await? {
@@ -453,17 +566,21 @@ pub(crate) async fn force_unlock(core: &Core, key: &str) -> Result<Option<String
 /// [`LockClient::force_release`](crate::LockClient::force_release)).
 pub(crate) async fn force_release(core: &Core, name: &str, token: &str) -> Result<bool> {
     schema::validate_key(name)?;
-    let hold = match kind_of(core, name).await?.as_str() {
+    if parse_token(token).is_none() {
+        return Err(LockError::InvalidOptions(format!(
+            "`{}` is not an owner token (`<instance>:<client id>:<uuid>`): copy a holder's token from \
+             `lockctl show <name>`",
+            short(token)
+        )));
+    }
+    let hold = match found(core, name).await? {
         // The release does not look at the count.
-        "zset" => Hold::Permit { permits: 1 },
+        Found::Semaphore => Hold::Permit { permits: 1 },
         // A lock's value carries the queue mark while waiters queue; a read-write lock's writer
         // never does. Either way the read-write script finds the token's mode (writer or
         // reader), and for a key with nobody queued its release is a lock's.
-        _ => {
-            let value: Option<String> =
-                core.conn.query(&redis::Cmd::get(name), || format!("reading lock `{}`", short(name))).await?;
-            if value.is_some_and(|v| v.len() != schema::unmarked(&v).len()) { Hold::Lock } else { Hold::Read }
-        }
+        Found::Token(value) if value.len() != schema::unmarked(&value).len() => Hold::Lock,
+        Found::Token(_) | Found::Nothing => Hold::Read,
     };
     let released = core.releaser.release_token(name, hold, token).await?;
     if released {

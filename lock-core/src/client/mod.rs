@@ -272,6 +272,12 @@ impl LockClient {
     /// Reads the state of the lock `key`, for operators' tools: holder, TTL, fence, last tick,
     /// waiters with their tickets, hand-off records, and whether the holder's client is alive.
     /// Two round trips (the liveness key may live in another cluster slot).
+    ///
+    /// Only what is the protocol's is read: a key holding anything but an owner token of this
+    /// crate (a lock, a read-write lock's writer) or a semaphore's holders (marked by their
+    /// permit count), a client's liveness key and a lock's auxiliary keys are
+    /// [`LockError::NotALock`], and their values are never returned. A name that does not
+    /// exist reads as a free lock.
     pub async fn inspect(&self, key: &str) -> Result<inspect::LockInfo> {
         inspect::read(&self.core, key).await
     }
@@ -281,7 +287,20 @@ impl LockClient {
     /// is not an owner token written by this crate, and the lock machinery's own keys, are
     /// left out.
     pub async fn list_locks(&self, pattern: &str, limit: usize) -> Result<Vec<inspect::LockSummary>> {
-        inspect::list(&self.core, pattern, limit).await
+        Ok(inspect::list(&self.core, pattern, limit, usize::MAX).await?.locks)
+    }
+
+    /// [`list_locks`](Self::list_locks) with a bound on the work: at most about
+    /// `scan_budget` keys are examined per node (`SCAN` walks every key whatever the pattern,
+    /// so a narrow pattern on a large database still costs a full walk without it). When the
+    /// budget runs out first, the listing says it is not complete.
+    pub async fn list_locks_within(
+        &self,
+        pattern: &str,
+        limit: usize,
+        scan_budget: usize,
+    ) -> Result<inspect::LockListing> {
+        inspect::list(&self.core, pattern, limit, scan_budget).await
     }
 
     /// Force-releases the lock `key`, whoever holds it, as its holder's release would: handed
@@ -289,6 +308,8 @@ impl LockClient {
     /// (`None`: the lock was free); [`LockError::ChangedHands`] if it changed hands every time
     /// it was read. The holder is not told: its next renewal fails and its guard reports the
     /// loss; until then it may still believe it holds the lock (fencing protects the data).
+    /// A key that is not a lock (see [`inspect`](Self::inspect)) is [`LockError::NotALock`] and
+    /// left alone.
     pub async fn force_unlock(&self, key: &str) -> Result<Option<String>> {
         inspect::force_unlock(&self.core, key).await
     }
@@ -297,7 +318,8 @@ impl LockClient {
     /// (one permit: the others are left alone) or a read-write lock (a reader or the writer);
     /// given on to the oldest live waiter that fits, as the holder's release would. Returns
     /// whether `token` held it. As with [`force_unlock`](Self::force_unlock), the holder is
-    /// told only by its next renewal.
+    /// told only by its next renewal. `token` must be an owner token, and `name` a lock, a
+    /// semaphore or a read-write lock ([`LockError::NotALock`] otherwise, nothing changed).
     pub async fn force_release(&self, name: &str, token: &str) -> Result<bool> {
         inspect::force_release(&self.core, name, token).await
     }

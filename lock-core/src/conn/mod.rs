@@ -171,6 +171,21 @@ impl Conn {
     /// The keys matching `pattern` (and of `kind`, e.g. "string", if given), at most about
     /// `limit`: `SCAN` on the node, or on every master of a cluster.
     pub(crate) async fn scan(&self, pattern: &str, kind: Option<&str>, limit: usize) -> Result<Vec<String>> {
+        Ok(self.scan_within(pattern, kind, limit, usize::MAX).await?.0)
+    }
+
+    /// [`scan`](Self::scan), examining at most about `budget` keys per node (`SCAN` walks the
+    /// whole keyspace whatever `MATCH` says, so only this bounds the work); also whether the
+    /// scan was complete (every node walked to the end, or `limit` found).
+    pub(crate) async fn scan_within(
+        &self,
+        pattern: &str,
+        kind: Option<&str>,
+        limit: usize,
+        budget: usize,
+    ) -> Result<(Vec<String>, bool)> {
+        /// Keys one `SCAN` call examines, about.
+        const COUNT: usize = 1000;
         let action =
             || format!("scanning for keys matching `{}`", pattern.chars().take(120).collect::<String>());
         let nodes: Vec<Option<Node>> = if self.deployment.is_cluster() {
@@ -182,12 +197,14 @@ impl Conn {
             vec![None]
         };
         let mut found = Vec::new();
+        let mut complete = true;
         for node in nodes {
             let mut cursor: u64 = 0;
+            let mut examined: usize = 0;
             loop {
                 let (generation, mut conn) = self.connection(&action).await?;
                 let mut scan = redis::cmd("SCAN");
-                scan.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(1000);
+                scan.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(COUNT);
                 if let Some(kind) = kind {
                     scan.arg("TYPE").arg(kind);
                 }
@@ -199,12 +216,17 @@ impl Conn {
                     redis::from_redis_value(reply).map_err(|e| LockError::redis(action(), e.into()))?;
                 found.extend(batch);
                 cursor = next;
+                examined = examined.saturating_add(COUNT);
                 if cursor == 0 || found.len() >= limit {
+                    break;
+                }
+                if examined >= budget {
+                    complete = false;
                     break;
                 }
             }
         }
-        Ok(found)
+        Ok((found, complete))
     }
 
     /// A failed command: drops its connection if that is what failed.

@@ -210,6 +210,13 @@ pub fn release_channel(key: &str, client_id: &str) -> String {
     channel
 }
 
+/// The lock (semaphore, read-write lock) whose auxiliary name `key` is exactly (its fence, tick,
+/// tick claimant, queue, tickets or readers), if it is one. Stricter than [`is_auxiliary_key`]:
+/// `lock:a:fence` is a lock's own name, `{lock:a}:fence` the fence of `lock:a`.
+pub fn lock_of_auxiliary_key(key: &str) -> Option<&str> {
+    [TICKETS, TICK_BY, FENCE, TICK, QUEUE, READERS].iter().find_map(|suffix| base_of(key, suffix))
+}
+
 /// Whether `key` belongs to the lock machinery rather than naming a lock: an auxiliary name of
 /// some lock, or a liveness key.
 pub fn is_auxiliary_key(key: &str) -> bool {
@@ -327,6 +334,15 @@ mod tests {
         assert!(is_reader_entry(&reader_queue_entry("pod:abc:uuid", 300)));
         assert!(!is_reader_entry(&queue_entry("pod:abc:uuid", 300)));
         assert_eq!(rw_lock_of_readers_key("{rw:a}:fence"), None);
+        for name in ["lock:a", "lock:{order}:1"] {
+            for aux in [fence_key(name), tick_key(name), tick_claimant_key(name), queue_key(name)] {
+                assert_eq!(lock_of_auxiliary_key(&aux), Some(name), "{aux}");
+            }
+            assert_eq!(lock_of_auxiliary_key(&tickets_key(name)), Some(name));
+            assert_eq!(lock_of_auxiliary_key(&readers_key(name)), Some(name));
+        }
+        assert_eq!(lock_of_auxiliary_key("lock:a:fence"), None, "a lock's own name");
+        assert_eq!(lock_of_auxiliary_key("lock:a"), None);
     }
 
     #[test]

@@ -89,3 +89,16 @@ pub async fn jobs(client: &LockClient) -> Result<Vec<String>, ControlError> {
         keys.iter().filter_map(|key| schema::job_of_key(key)).collect();
     Ok(names.into_iter().map(str::to_owned).collect())
 }
+
+/// Failed and timed-out runs of `job` recorded in about the last day: the counts per hour
+/// written with the history entries ([`schema::failures_key`]), for the current hour and the 24
+/// before it (so between 24 and 25 hours). One read of one small key, however long the
+/// history.
+pub async fn failures_last_day(client: &LockClient, job: &str) -> Result<u64, ControlError> {
+    let key = schema::failures_key(job)?;
+    let since = schema::failure_hour(chrono::Utc::now().timestamp_millis()) - 24;
+    let mut read = redis::pipe();
+    read.cmd("ZRANGE").arg(&key).arg(0).arg(-1).arg("WITHSCORES");
+    let (counts,): (Vec<(i64, f64)>,) = query(client, "counting a job's failures", &read).await?;
+    Ok(counts.iter().filter(|(hour, _)| *hour >= since).map(|(_, n)| *n as u64).sum())
+}

@@ -28,6 +28,6 @@ pub(crate) mod run_now;
 
 pub use crate::error::ControlError;
 pub use directory::{RegisteredJob, Replica, registered_jobs, replicas};
-pub use history::{HistoryEntry, history, history_since, jobs};
+pub use history::{HistoryEntry, failures_last_day, history, history_since, jobs};
 pub use pause::{PauseState, pause, pause_by, pause_state, resume};
 pub use run_now::{RunRequest, request_run, run_now, wait_taken};

@@ -9,6 +9,7 @@
 //! |---|---|---|---|
 //! | [`pause_key`] `scheduler:{job:<name>}:paused` | string | who paused it and when | none while paused (deleted by resume) |
 //! | [`missed_key`] `scheduler:{job:<name>}:missed` | string | the latest missed slot recorded (so replicas record it once) | [`MISSED_TTL`] |
+//! | [`failures_key`] `scheduler:{job:<name>}:failures` | zset | hour (since the epoch, UTC) -> failed and timed-out runs recorded in it, counted with their history entries; hours older than a day dropped by the next count | [`FAILURES_TTL`] after the last failure |
 //! | [`history_key`] `scheduler:{job:<name>}:history` | stream | one entry per run, fields in [`field`] | [`HISTORY_TTL`] after the last entry, give or take a minute (each replica renews it at most once a minute); trimmed to about [`HISTORY_LEN`] entries once a minute |
 //! | [`members_key`] `scheduler:{group:<name>}:members` | zset | instance id -> when its announcement lapses (server clock, ms) | [`MEMBER_TTL`] after the last announcement |
 //! | [`jobs_key`] `scheduler:{group:<name>}:jobs` | hash | job name -> its schedule in force ([`registry_entry`]: `<schedule>\t<time zone>\t<origin>`), written by the replicas that have the job | as the member set |
@@ -59,7 +60,12 @@ pub use lock_schedule::MAX_JOB_NAME_LEN;
 /// Longest group name, in bytes.
 pub const MAX_GROUP_NAME_LEN: usize = 256;
 
+/// How long a job's failure counts ([`failures_key`]) outlive its last failure: the 24 hours a
+/// view sums, plus the hour being counted.
+pub const FAILURES_TTL: Duration = Duration::from_secs(25 * 60 * 60);
+
 const JOB_PREFIX: &str = "scheduler:{job:";
+const FAILURES: &str = "}:failures";
 const PAUSED: &str = "}:paused";
 const HISTORY: &str = "}:history";
 const MISSED: &str = "}:missed";
@@ -102,6 +108,19 @@ pub fn pause_key(job: &str) -> Result<String, ControlError> {
 /// The Redis key of `job`'s run history stream.
 pub fn history_key(job: &str) -> Result<String, ControlError> {
     job_key(job, HISTORY)
+}
+
+/// The Redis key of `job`'s failure counts per hour (a sorted set: the hour since the epoch,
+/// UTC -> failed and timed-out runs recorded in it), written with the history entries so that
+/// counting a day's failures reads one small key instead of a day of history. A sorted set
+/// because `ZADD INCR` is among the commands the documented ACL user may run (`INCR` is not).
+pub fn failures_key(job: &str) -> Result<String, ControlError> {
+    job_key(job, FAILURES)
+}
+
+/// The hour (since the epoch, UTC) of `epoch_ms`, as [`failures_key`] counts it.
+pub fn failure_hour(epoch_ms: i64) -> i64 {
+    epoch_ms.div_euclid(3_600_000)
 }
 
 /// The Redis key of `job`'s missed-slots marker.

@@ -1,0 +1,33 @@
+//! The limit on requests served at once: past it, a request is answered 429 `busy` at once, so
+//! that a crowd of viewers (or a script in a loop) cannot pile reads onto Redis.
+
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::Console;
+use crate::error::ApiError;
+
+/// Serves `request` if a slot is free (held until its response is ready), else 429.
+/// Not counted: `/healthz` (a probe must not fail because viewers are busy) and the views
+/// served from the shared snapshot, which reads Redis once for all of them whatever their
+/// number (counting them turned a crowd waiting for one read into 429s).
+pub(crate) async fn admit(State(console): State<Console>, request: Request, next: Next) -> Response {
+    let shared = matches!(request.uri().path(), "/" | "/jobs" | "/replicas" | "/api/jobs" | "/api/replicas");
+    if request.uri().path() == "/healthz" || (shared && request.method() == axum::http::Method::GET) {
+        return next.run(request).await;
+    }
+    let Ok(_slot) = console.inner.requests.clone().try_acquire_owned() else {
+        let mut error = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "busy",
+            "the console is serving as many requests as it allows at once: try again in a moment",
+        );
+        error.retry_after = Some(Duration::from_secs(1));
+        return error.into_response();
+    };
+    next.run(request).await
+}

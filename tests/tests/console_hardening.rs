@@ -1,0 +1,569 @@
+//! The console, safe to leave running (issue 42), against a real redis-server and served by
+//! `lock_console::serve`: only locks are read or released (another application's keys, a
+//! client's liveness key, a scheduler key and a lock's auxiliary keys are 404 without their
+//! values, and stay in Redis); the host check and the read token; the audit log, named tokens
+//! and the limit on refused tokens; JSON on every status; the header-read timeout and a
+//! shutdown bounded even with half-open connections.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use lock_console::{Console, ServeOptions};
+use lock_core::{LockClient, LockOptions};
+use tests::harness::{RedisServer, client};
+use tests::http::{self, Response};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const TOKEN: &str = "hardening-test-token-0123456789";
+const ALICE: &str = "alice-token-abcdefghijklmnop-42";
+/// What another application keeps in Redis: must never come out of the console.
+const SECRET: &str = r#"{"api_key":"sk_live_x"}"#;
+
+/// A console being served, and how to stop it.
+struct Served {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl Served {
+    /// Stops the server; returns how long it took to finish.
+    async fn stop(mut self) -> Duration {
+        let started = Instant::now();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        tokio::time::timeout(Duration::from_secs(30), &mut self.task)
+            .await
+            .expect("the server stops within 30 s")
+            .expect("the server task ends cleanly");
+        started.elapsed()
+    }
+}
+
+async fn serve(console: &Console, options: ServeOptions) -> Served {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+    let addr = listener.local_addr().expect("local address");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let router = console.router();
+    let task = tokio::spawn(lock_console::serve(listener, router, options, async {
+        let _ = stopped.await;
+    }));
+    Served { addr, stop: Some(stop), task }
+}
+
+/// What the audit log (and everything else lock_console logs at info) wrote in this test
+/// binary, one line per event, without colours.
+fn logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let sink = buffer.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("lock_console=info"))
+            .with_ansi(false)
+            .with_writer(move || Capture(sink.clone()))
+            .try_init();
+        buffer
+    })
+    .clone()
+}
+
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Capture {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The log lines holding every one of `needles`.
+fn log_lines(needles: &[&str]) -> Vec<String> {
+    let logs = logs();
+    let text =
+        String::from_utf8_lossy(&logs.lock().unwrap_or_else(std::sync::PoisonError::into_inner)).into_owned();
+    text.lines().filter(|l| needles.iter().all(|n| l.contains(n))).map(str::to_owned).collect()
+}
+
+/// The fingerprint the audit log shows for `token`: the first 8 hex digits of its SHA-1 (Redis's
+/// script hash is the SHA-1 of the script's text).
+fn fingerprint(token: &str) -> String {
+    lock_core::redis::Script::new(token).get_hash()[..8].to_owned()
+}
+
+fn console_client(server: &RedisServer) -> LockClient {
+    client(server, "console")
+}
+
+async fn with_token(addr: SocketAddr, method: &str, path: &str, token: &str) -> Response {
+    let auth = format!("Bearer {token}");
+    http::request(addr, method, path, &[("Authorization", &auth)]).await
+}
+
+/// `method path` with the `Host` header `host`.
+async fn with_host(addr: SocketAddr, method: &str, path: &str, host: &str) -> Response {
+    http::raw(addr, &format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_locks_are_read_or_released() {
+    let server = RedisServer::start();
+    let console = Console::new(console_client(&server)).token(TOKEN).expect("a strong token");
+    let served = serve(&console, ServeOptions::default()).await;
+    let addr = served.addr;
+
+    // Another application's data, of every type.
+    server.cli(&["SET", "app:session:42", SECRET]);
+    server.cli(&["HSET", "app:profile", "email", "hash-secret@example.com"]);
+    server.cli(&["ZADD", "app:scores", "1", "zset-secret-member"]);
+    server.cli(&["RPUSH", "app:queue", "list-secret-item"]);
+    // The protocol's own keys that are not locks: a live client's liveness key, a lock's fence.
+    let holder = client(&server, "pod-x");
+    let guard = holder.acquire("lock:real", LockOptions::new().fencing(true)).await.expect("take a lock");
+    let semaphore = holder.semaphore("sem:real", 2).expect("a semaphore");
+    let permit = semaphore.acquire(LockOptions::new()).await.expect("take a permit");
+    let liveness = lock_core::inspect::parse_token(guard.token())
+        .and_then(|h| h.liveness_key)
+        .expect("the token names its liveness key");
+    let fence = lock_core::schema::fence_key("lock:real");
+    // A scheduler key: a job's pause flag.
+    let pause_key = lock_scheduler::pause_key("nightly").expect("a job name");
+    lock_scheduler::control::pause_by(&console_client(&server), "nightly", "setup").await.expect("pause");
+
+    let encode = |key: &str| key.replace('{', "%7B").replace('}', "%7D");
+    for key in ["app:session:42", "app:profile", "app:scores", "app:queue", &liveness, &fence, &pause_key] {
+        let path = format!("/api/locks/{}", encode(key));
+        let read = http::get(addr, &path).await;
+        assert_eq!(
+            (read.status, read.error_code().as_str()),
+            (404, "not_a_lock"),
+            "GET {key}: {}",
+            read.body
+        );
+        let release = with_token(addr, "DELETE", &path, TOKEN).await;
+        assert_eq!(
+            (release.status, release.error_code().as_str()),
+            (404, "not_a_lock"),
+            "DELETE {key}: {}",
+            release.body
+        );
+        for response in [&read, &release] {
+            for secret in ["sk_live", "hash-secret", "zset-secret", "list-secret", "by setup"] {
+                assert!(!response.body.contains(secret), "{key}'s value leaked: {}", response.body);
+            }
+        }
+        assert_eq!(server.cli(&["EXISTS", key]), "1", "{key} is still in Redis");
+    }
+    // Naming a hold by a value that is not an owner token releases nothing either.
+    let by_value = with_token(addr, "DELETE", "/api/locks/app:session:42?token=sk_live_x", TOKEN).await;
+    assert_eq!(by_value.status, 400, "{}", by_value.body);
+    assert_eq!(server.cli(&["GET", "app:session:42"]), SECRET, "the value is untouched");
+    assert_eq!(server.cli(&["HGET", "app:profile", "email"]), "hash-secret@example.com");
+
+    // What is ours still reads and releases.
+    let lock = http::get(addr, "/api/locks/lock:real").await;
+    assert_eq!((lock.status, lock.json()["held"].clone()), (200, true.into()), "{}", lock.body);
+    let sem = http::get(addr, "/api/locks/sem:real").await;
+    assert_eq!((sem.status, sem.json()["kind"].clone()), (200, "semaphore".into()), "{}", sem.body);
+    // The page's Unlock button of a semaphore names the permit's token, so it works.
+    let page = http::get(addr, "/locks?pattern=sem:*&limit=10").await;
+    let url = page
+        .body
+        .split("data-url=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .map(|url| url.replace("&amp;", "&"))
+        .unwrap_or_else(|| panic!("an Unlock button: {}", page.body));
+    assert!(url.starts_with("/api/locks/sem%3Areal?token="), "{url}");
+    let released = with_token(addr, "DELETE", &url, TOKEN).await;
+    assert_eq!(
+        (released.status, released.json()["released"].clone()),
+        (200, true.into()),
+        "{}",
+        released.body
+    );
+    assert_eq!(http::get(addr, "/api/locks/sem:real").await.json()["held"], false, "the permit is back");
+    let free = http::get(addr, "/api/locks/lock:never-taken").await;
+    assert_eq!((free.status, free.json()["held"].clone()), (200, false.into()), "a free name is a free lock");
+    let listed = http::get(addr, "/api/locks?pattern=*&limit=1000").await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let keys: Vec<String> = listed.json()["locks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l["key"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(keys, ["lock:real"], "only locks are listed: {}", listed.body);
+    let released = with_token(addr, "DELETE", "/api/locks/lock:real", TOKEN).await;
+    assert_eq!(
+        (released.status, released.json()["released"].clone()),
+        (200, true.into()),
+        "{}",
+        released.body
+    );
+    assert_eq!(server.cli(&["EXISTS", "lock:real"]), "0");
+    assert_eq!(server.cli(&["EXISTS", &liveness]), "1", "the client's liveness key is never touched");
+
+    // lock-core refuses the same way for every caller, with a typed error.
+    let direct = console_client(&server);
+    for key in ["app:session:42", "app:profile", liveness.as_str()] {
+        let e = direct.force_unlock(key).await.expect_err("not a lock");
+        assert!(matches!(e, lock_core::LockError::NotALock { .. }), "{key}: {e:?}");
+        assert!(!e.to_string().contains("sk_live"), "{e}");
+    }
+    assert_eq!(server.cli(&["EXISTS", "app:session:42"]), "1");
+    drop((guard, permit));
+    served.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_loopback_or_allowed_hosts_are_served() {
+    let server = RedisServer::start();
+    server.cli(&["SET", "lock:x", "pod-a:0123456789ab:01234567-89ab-cdef-0123-456789abcdef", "PX", "60000"]);
+    let console = Console::new(console_client(&server)).token(TOKEN).expect("a strong token");
+    let plain = serve(&console, ServeOptions::default()).await;
+    let addr = plain.addr;
+    let port = addr.port();
+    for path in ["/", "/api/locks/lock:x", "/api/jobs", "/no-such-page"] {
+        let rebound = with_host(addr, "GET", path, &format!("attacker.example:{port}")).await;
+        assert_eq!((rebound.status, rebound.error_code().as_str()), (421, "host_not_allowed"), "{path}");
+        assert!(!rebound.body.contains("pod-a"), "nothing read for another host: {}", rebound.body);
+    }
+    let action = http::raw(
+        addr,
+        &format!(
+            "POST /api/jobs/x/pause HTTP/1.1\r\nHost: attacker.example\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+        ),
+    )
+    .await;
+    assert_eq!(action.status, 421, "{}", action.body);
+    for host in [format!("127.0.0.1:{port}"), format!("localhost:{port}"), "[::1]".into(), "LOCALHOST".into()]
+    {
+        let ok = with_host(addr, "GET", "/api/locks/lock:x", &host).await;
+        assert_eq!(ok.status, 200, "{host}: {}", ok.body);
+    }
+    let probe = with_host(addr, "GET", "/healthz", "10.1.2.3:8088").await;
+    assert_eq!((probe.status, probe.json()["status"].clone()), (200, "ok".into()), "{}", probe.body);
+    assert_eq!(with_host(addr, "GET", "/api/jobs", "10.1.2.3:8088").await.status, 421);
+
+    // A name it was told to answer for (behind a proxy), and no check at all.
+    let proxied =
+        serve(&console.clone().allow_host("ops.example.com").expect("a host name"), ServeOptions::default())
+            .await;
+    assert_eq!(with_host(proxied.addr, "GET", "/api/locks/lock:x", "ops.example.com").await.status, 200);
+    assert_eq!(with_host(proxied.addr, "GET", "/api/locks/lock:x", "ops.example.org").await.status, 421);
+    assert!(console.clone().allow_host("https://ops.example.com").is_err(), "a bare name only");
+    let open = serve(&console.clone().allow_any_host(), ServeOptions::default()).await;
+    assert_eq!(with_host(open.addr, "GET", "/api/locks/lock:x", "anything.example").await.status, 200);
+
+    // Reads behind the token too.
+    let guarded = serve(&console.clone().require_token_for_reads(true), ServeOptions::default()).await;
+    let anonymous = http::get(guarded.addr, "/api/locks/lock:x").await;
+    assert_eq!(
+        (anonymous.status, anonymous.error_code().as_str()),
+        (401, "unauthorized"),
+        "{}",
+        anonymous.body
+    );
+    assert!(!anonymous.body.contains("pod-a"));
+    assert_eq!(http::get(guarded.addr, "/").await.status, 401, "the pages too");
+    assert_eq!(with_token(guarded.addr, "GET", "/api/locks/lock:x", TOKEN).await.status, 200);
+    assert_eq!(http::get(guarded.addr, "/healthz").await.status, 200);
+    assert_eq!(http::get(guarded.addr, "/console.css").await.status, 200);
+    // Mounted under a prefix, the 404 page links back under the prefix.
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let mounted_addr = listener.local_addr().expect("address");
+    let app = axum::Router::new().nest("/admin", console.router());
+    let mounted =
+        tokio::spawn(lock_console::serve(listener, app, ServeOptions::default(), std::future::pending()));
+    let missing = http::get(mounted_addr, "/admin/no-such-page").await;
+    assert_eq!(missing.status, 404);
+    assert!(missing.body.contains("href=\"/admin/\""), "{}", missing.body);
+    mounted.abort();
+    for served in [plain, proxied, open, guarded] {
+        served.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_are_audited_by_token_name_and_guessing_is_limited() {
+    // The subscriber is installed before the first event of this test.
+    drop(logs());
+    let server = RedisServer::start();
+    let setup = console_client(&server);
+    lock_scheduler::control::pause_by(&setup, "audited-job", "setup").await.expect("pause");
+    let console = Console::new(console_client(&server))
+        .token(TOKEN)
+        .expect("a strong token")
+        .named_token("alice", ALICE)
+        .expect("a second token")
+        .failed_token_limit(3, Duration::from_secs(600))
+        .expect("a limit");
+    assert!(console.clone().named_token("alice", "another-token-0123456789").is_err(), "names are unique");
+    assert!(console.clone().named_token("bob", "a".repeat(16)).is_err(), "a weak token is refused");
+    let served = serve(&console, ServeOptions::default()).await;
+    let addr = served.addr;
+
+    // Alice pauses (the job is known by its pause flag): the flag says it was her; the scheme
+    // is case-insensitive.
+    let auth = format!("bearer {ALICE}");
+    let paused =
+        http::request(addr, "POST", "/api/jobs/audited-job/pause", &[("authorization", &auth)]).await;
+    assert_eq!((paused.status, paused.json()["by"].clone()), (200, "alice".into()), "{}", paused.body);
+    let state = lock_scheduler::control::pause_state(&setup, "audited-job").await.expect("state");
+    assert!(state.paused.as_deref().is_some_and(|p| p.ends_with("by alice")), "{state:?}");
+    let alice_print = fingerprint(ALICE);
+    let done = log_lines(&["console action done", "audited-job", "actor=alice", &alice_print, "127.0.0.1:"]);
+    assert_eq!(done.len(), 1, "logged once: {done:?}");
+    assert!(done[0].contains("action=\"pause\"") && done[0].contains("outcome=\"ok\""), "{done:?}");
+    assert!(!done[0].contains(ALICE), "the token itself is never logged");
+    // A failed action is logged with its outcome.
+    let unknown = with_token(addr, "POST", "/api/jobs/no-such-job/pause", ALICE).await;
+    assert_eq!(unknown.status, 404, "{}", unknown.body);
+    assert_eq!(log_lines(&["console action failed", "no-such-job", "outcome=\"unknown_job\""]).len(), 1);
+
+    // Wrong tokens: 401, logged with their fingerprints; then every attempt is 429, the right
+    // token included, and nothing changes in Redis.
+    for i in 0..3 {
+        let wrong = format!("wrong-token-number-{i}-abcdefgh");
+        let refused = with_token(addr, "POST", "/api/jobs/audited-job/resume", &wrong).await;
+        assert_eq!(
+            (refused.status, refused.error_code().as_str()),
+            (401, "unauthorized"),
+            "{}",
+            refused.body
+        );
+        let logged =
+            log_lines(&["console request refused", "outcome=\"unauthorized\"", &fingerprint(&wrong)]);
+        assert_eq!(logged.len(), 1, "{logged:?}");
+        assert!(!logged[0].contains(&wrong), "the token itself is never logged");
+    }
+    let limited = with_token(addr, "POST", "/api/jobs/audited-job/resume", ALICE).await;
+    assert_eq!(
+        (limited.status, limited.error_code().as_str()),
+        (429, "too_many_attempts"),
+        "{}",
+        limited.body
+    );
+    assert!(limited.header("retry-after").and_then(|s| s.parse::<u64>().ok()).is_some_and(|s| s > 0));
+    assert_eq!(log_lines(&["console request refused", "too_many_attempts", &alice_print]).len(), 1);
+    let state = lock_scheduler::control::pause_state(&setup, "audited-job").await.expect("state");
+    assert!(state.paused.is_some(), "still paused: the limited request did nothing");
+    // Reads are not limited.
+    assert_eq!(http::get(addr, "/api/jobs").await.status, 200);
+
+    // Errors are JSON whatever the status.
+    let wrong_method = http::request(addr, "DELETE", "/api/jobs", &[]).await;
+    assert_eq!((wrong_method.status, wrong_method.error_code().as_str()), (405, "method_not_allowed"));
+    let wrong_method = http::request(addr, "PUT", "/api/locks/lock:x", &[]).await;
+    assert_eq!((wrong_method.status, wrong_method.error_code().as_str()), (405, "method_not_allowed"));
+    assert_eq!(http::get(addr, "/api/nowhere").await.error_code(), "no_route");
+    served.stop().await;
+}
+
+/// Reads from `stream` until the server closes it (EOF or a reset); false if it is still open
+/// after `patience`.
+async fn closed_within(stream: &mut TcpStream, patience: Duration) -> bool {
+    let mut buffer = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buffer)).await {
+            Err(_) => return false,
+            Ok(Ok(0) | Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_sent_requests_are_cut_off_and_shutdown_is_bounded() {
+    let server = RedisServer::start();
+    let console = Console::new(console_client(&server));
+
+    // A request whose headers never end is closed after the header-read timeout.
+    let quick =
+        serve(&console, ServeOptions::default().header_read_timeout(Duration::from_millis(300))).await;
+    let mut half = TcpStream::connect(quick.addr).await.expect("connect");
+    half.write_all(b"GET /api/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n").await.expect("send half a request");
+    assert!(closed_within(&mut half, Duration::from_secs(20)).await, "a half-sent request is closed");
+    // And an idle kept-alive connection too, after its one request was answered.
+    let mut idle = TcpStream::connect(quick.addr).await.expect("connect");
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await.expect("send a request");
+    assert!(closed_within(&mut idle, Duration::from_secs(20)).await, "an idle connection is closed");
+    quick.stop().await;
+
+    // Shutdown with three half-open connections and a long header timeout: it ends after the
+    // grace, not after the timeout.
+    let options = ServeOptions::default()
+        .header_read_timeout(Duration::from_secs(300))
+        .shutdown_grace(Duration::from_millis(500));
+    let slow = serve(&console, options).await;
+    let slow_addr = slow.addr;
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        let mut stream = TcpStream::connect(slow.addr).await.expect("connect");
+        stream.write_all(b"GET / HTTP/1.1\r\nHost: 127.").await.expect("send a few bytes");
+        open.push(stream);
+    }
+    // The server answers a full request meanwhile: the half-open ones are accepted by then.
+    assert_eq!(http::get(slow.addr, "/healthz").await.status, 200);
+    let took = slow.stop().await;
+    assert!(took < Duration::from_secs(20), "shutdown took {took:?}");
+    for stream in &mut open {
+        assert!(closed_within(stream, Duration::from_secs(5)).await, "closed at shutdown");
+    }
+    assert!(TcpStream::connect(slow_addr).await.is_err(), "the listener is closed");
+}
+
+/// `SCAN` calls the server has run since its statistics were reset (`CONFIG RESETSTAT`).
+fn scans(server: &RedisServer) -> u64 {
+    server
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_scan:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn viewers_share_one_bounded_snapshot() {
+    let server = RedisServer::start();
+    let holder = client(&server, "pod-x");
+    let _guard = holder.acquire("zzz:lock", LockOptions::new()).await.expect("take a lock");
+    lock_scheduler::control::pause_by(&holder, "shared-job", "setup").await.expect("a job by its flag");
+
+    // What one view of the jobs costs in SCANs, on a console of its own.
+    let one = Console::new(console_client(&server)).lock_pattern("zzz:*");
+    let one = serve(&one, ServeOptions::default()).await;
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    assert_eq!(http::get(one.addr, "/api/jobs").await.status, 200);
+    let per_view = scans(&server);
+    assert!(per_view > 0, "a view reads Redis");
+
+    // Twenty viewers at once, of every page the snapshot serves: one read.
+    let shared = Console::new(console_client(&server))
+        .lock_pattern("zzz:*")
+        .snapshot_budget(Duration::from_secs(600), Duration::from_secs(10), 100_000)
+        .expect("a budget");
+    let shared = serve(&shared, ServeOptions::default()).await;
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let views = (0..20).map(|i| {
+        let path = ["/api/jobs", "/", "/jobs", "/api/replicas", "/replicas"][i % 5];
+        let addr = shared.addr;
+        tokio::spawn(async move { http::get(addr, path).await })
+    });
+    for view in views {
+        let view = view.await.expect("a view");
+        assert_eq!(view.status, 200, "{}", view.body);
+    }
+    assert_eq!(scans(&server), per_view, "twenty viewers cost what one does");
+    let jobs = http::get(shared.addr, "/api/jobs").await.json();
+    assert_eq!(
+        (jobs["partial"].clone(), jobs["jobs"][0]["name"].clone()),
+        (false.into(), "shared-job".into())
+    );
+    assert_eq!(scans(&server), per_view, "still the same snapshot");
+    // An action makes the next view read anew (so it shows the action's effect).
+    let token_console = Console::new(console_client(&server)).token(TOKEN).expect("token");
+    let acting = serve(&token_console, ServeOptions::default()).await;
+    assert_eq!(http::get(acting.addr, "/api/jobs").await.json()["jobs"][0]["paused"], true);
+    assert_eq!(with_token(acting.addr, "POST", "/api/jobs/shared-job/resume", TOKEN).await.status, 200);
+    let after = http::get(acting.addr, "/api/jobs").await.json();
+    assert_eq!(after["jobs"], serde_json::json!([]), "resumed, the job is gone from the fresh view: {after}");
+
+    // A budget of keys: 5,000 unrelated keys and a pattern that matches one of them. With a
+    // budget below the keyspace the overview says it is partial; with the default it is whole.
+    server.cli(&["EVAL", "for i = 1, 5000 do redis.call('SET', 'other:' .. i, 'x') end", "0"]);
+    let small = Console::new(console_client(&server))
+        .lock_pattern("zzz:*")
+        .snapshot_budget(Duration::from_secs(600), Duration::from_secs(10), 1000)
+        .expect("a budget");
+    let small = serve(&small, ServeOptions::default()).await;
+    let page = http::get(small.addr, "/").await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("id=\"partial\"") && page.body.contains("locks"), "{}", page.body);
+    let listing = http::get(small.addr, "/api/locks?pattern=zzz:*&limit=10").await.json();
+    assert_eq!(listing["partial"], true, "{listing}");
+    let roomy =
+        serve(&Console::new(console_client(&server)).lock_pattern("zzz:*"), ServeOptions::default()).await;
+    let listing = http::get(roomy.addr, "/api/locks?pattern=zzz:*&limit=10").await.json();
+    assert_eq!(
+        (listing["partial"].clone(), listing["locks"][0]["key"].clone()),
+        (false.into(), "zzz:lock".into())
+    );
+    let whole = http::get(roomy.addr, "/").await;
+    assert!(!whole.body.contains("id=\"partial\""), "{}", whole.body);
+    assert!(whole.body.contains("<b id=\"locks-held\">1</b>"), "the one lock is counted: {}", whole.body);
+    for served in [one, shared, acting, small, roomy] {
+        served.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_redis_gives_partial_views_and_requests_beyond_the_limit_get_429() {
+    let server = RedisServer::start();
+    let patient = LockClient::builder()
+        .url(server.url())
+        .instance_id("console")
+        // Longer than the test needs: the stuck request stays stuck until Redis is thawed.
+        .command_timeout(Duration::from_secs(20))
+        .liveness_ttl(Duration::from_secs(60))
+        .build()
+        .expect("a client");
+    assert!(patient.inspect("lock:x").await.is_ok(), "connected before the freeze");
+    let console = Console::new(patient)
+        .snapshot_budget(Duration::from_millis(1), Duration::from_millis(300), 100_000)
+        .expect("a budget")
+        .max_concurrent_requests(1)
+        .expect("a limit");
+    let served = serve(&console, ServeOptions::default()).await;
+    let addr = served.addr;
+    server.pause();
+    // The snapshot's time budget: a partial answer, not a 503 and not a 20 s wait.
+    let started = Instant::now();
+    let jobs = http::get(addr, "/api/jobs").await;
+    assert_eq!((jobs.status, jobs.json()["partial"].clone()), (200, true.into()), "{}", jobs.body);
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    // One request stuck on the frozen Redis holds the only slot: the next gets 429 at once.
+    // (Sent again if it found the slot taken by one of the probes below.)
+    let stuck = tokio::spawn(async move {
+        loop {
+            let response = http::get(addr, "/api/locks/lock:x").await;
+            if response.status != 429 {
+                return response;
+            }
+            tokio::task::yield_now().await;
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let busy = loop {
+        let response = http::get(addr, "/console.css").await;
+        if response.status == 429 {
+            break response;
+        }
+        assert_eq!(response.status, 200, "{}", response.body);
+        if Instant::now() >= deadline {
+            let stuck = stuck.await;
+            panic!("the stuck request never took the slot: {stuck:?}");
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(busy.error_code(), "busy");
+    assert_eq!(busy.header("retry-after"), Some("1"));
+    assert_eq!(http::get(addr, "/healthz").await.status, 200, "probes are not counted");
+    server.resume();
+    let stuck = stuck.await.expect("the stuck request ends");
+    assert_eq!(stuck.status, 200, "{}", stuck.body);
+    assert_eq!(http::get(addr, "/console.css").await.status, 200, "the slot is free again");
+    served.stop().await;
+}
