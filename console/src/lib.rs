@@ -246,6 +246,16 @@ impl Console {
     /// relative. The client's address, for the audit log and the limit on refused tokens,
     /// comes from axum's `ConnectInfo<SocketAddr>` (which [`serve`] provides; with
     /// `axum::serve`, use `into_make_service_with_connect_info`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: lock_core::LockClient, api: axum::Router) -> Result<(), Box<dyn std::error::Error>> {
+    /// let console = lock_console::Console::new(client).token(std::env::var("LOCKCTL_ADMIN_TOKEN")?)?;
+    /// // Under /admin of the service's own router, behind its middleware.
+    /// let app = api.nest("/admin", console.router());
+    /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8088").await?;
+    /// axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>()).await?;
+    /// # Ok(()) }
+    /// ```
     pub fn router(&self) -> Router {
         Router::new()
             .route("/healthz", get(api::healthz))

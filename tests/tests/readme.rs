@@ -47,6 +47,7 @@ fn the_key_table_spells_every_name_the_scheduler_schema_builds() {
         sched::history_key(job).expect("a valid name"),
         sched::pause_key(job).expect("a valid name"),
         sched::missed_key(job).expect("a valid name"),
+        sched::failures_key(job).expect("a valid name"),
         sched::members_key("<group>"),
         sched::jobs_key("<group>"),
         sched::runs_key("<group>"),
