@@ -90,7 +90,13 @@ pub fn history_entry(e: &HistoryEntry) -> Value {
 
 /// A job as its group registered it.
 pub fn registered_job(job: &RegisteredJob) -> Value {
-    json!({ "group": job.group, "name": job.name, "cron": job.cron, "time_zone": job.time_zone })
+    json!({
+        "group": job.group,
+        "name": job.name,
+        "cron": job.cron,
+        "time_zone": job.time_zone,
+        "schedule_origin": job.origin.to_string(),
+    })
 }
 
 /// A replica of a scheduler group.

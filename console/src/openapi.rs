@@ -172,6 +172,7 @@ pub(crate) fn spec() -> Value {
                             "group": { "type": ["string", "null"] },
                             "schedule": { "type": ["string", "null"] },
                             "time_zone": { "type": ["string", "null"] },
+                            "schedule_origin": { "type": ["string", "null"], "description": "Where the schedule in force came from: `code`, `config` (SchedulerBuilder::schedule_override) or `env <VARIABLE>`" },
                             "next_slot": { "type": ["string", "null"], "format": "date-time" },
                             "paused": { "type": "boolean" },
                             "paused_info": { "type": ["string", "null"] },

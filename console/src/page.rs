@@ -305,7 +305,15 @@ pub(crate) async fn jobs(State(console): State<Console>, base: Base) -> Response
             let last = job.last.as_ref();
             let outcome = last.map_or("–", |e| e.outcome.as_str());
             let schedule = match (&job.cron, &job.time_zone) {
-                (Some(cron), Some(tz)) => format!("<code>{}</code> {}", esc(cron), esc(tz)),
+                (Some(cron), Some(tz)) => format!(
+                    "<code>{}</code> {}{}",
+                    esc(cron),
+                    esc(tz),
+                    job.origin.as_deref().filter(|o| *o != "code").map_or_else(String::new, |o| format!(
+                        " <span class=\"origin\" title=\"where this schedule came from\">(from {})</span>",
+                        esc(o)
+                    ))
+                ),
                 _ => "–".into(),
             };
             let _ = write!(
@@ -354,7 +362,8 @@ pub(crate) async fn job(State(console): State<Console>, base: Base, name: Segmen
         job_buttons(&console, &job, &base.0),
         esc(job.group.as_deref().unwrap_or("– (no running replica registers it)")),
         esc(&match (&job.cron, &job.time_zone) {
-            (Some(cron), Some(tz)) => format!("{cron} ({tz})"),
+            (Some(cron), Some(tz)) =>
+                format!("{cron} ({tz}), from {}", job.origin.as_deref().unwrap_or("code")),
             _ => "–".into(),
         }),
         time(job.next_slot),

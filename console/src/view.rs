@@ -32,6 +32,8 @@ pub(crate) struct JobView {
     pub(crate) group: Option<String>,
     pub(crate) cron: Option<String>,
     pub(crate) time_zone: Option<String>,
+    /// Where the schedule in force came from: `code`, `config` or `env <VARIABLE>`.
+    pub(crate) origin: Option<String>,
     pub(crate) next_slot: Option<DateTime<Utc>>,
     /// Who paused it and when, if it is paused.
     pub(crate) paused: Option<String>,
@@ -48,6 +50,7 @@ impl JobView {
             "group": self.group,
             "schedule": self.cron,
             "time_zone": self.time_zone,
+            "schedule_origin": self.origin,
             "next_slot": self.next_slot.map(|t| t.to_rfc3339()),
             "paused": self.paused.is_some(),
             "paused_info": self.paused,
@@ -97,6 +100,7 @@ fn registered(job: lock_scheduler::control::RegisteredJob) -> JobView {
         group: Some(job.group),
         cron: Some(job.cron),
         time_zone: Some(job.time_zone),
+        origin: Some(job.origin.to_string()),
         next_slot,
         paused: None,
         last: None,
@@ -111,6 +115,7 @@ fn unregistered(name: String) -> JobView {
         group: None,
         cron: None,
         time_zone: None,
+        origin: None,
         next_slot: None,
         paused: None,
         last: None,

@@ -531,19 +531,25 @@ fn confirm(prompt: &str, json_out: bool) -> bool {
 
 async fn jobs(client: &LockClient) -> Result<Output, CtlError> {
     let names = control::jobs(client).await?;
+    let registered = control::registered_jobs(client).await?;
     let mut json = Vec::new();
     let mut rows = Vec::new();
     for name in &names {
         let paused = control::pause_state(client, name).await?;
         let last = control::history(client, name, 1).await?.into_iter().next();
+        let job = registered.iter().find(|j| j.name == *name);
         json.push(json!({
             "job": name,
+            "schedule": job.map(|j| &j.cron),
+            "time_zone": job.map(|j| &j.time_zone),
+            "schedule_origin": job.map(|j| j.origin.to_string()),
             "paused": paused.paused.is_some(),
             "paused_info": paused.paused,
             "last_run": last.as_ref().map(history_entry),
         }));
         rows.push(vec![
             name.clone(),
+            job.map_or_else(|| "-".into(), schedule_in_force),
             if paused.paused.is_some() { "yes".into() } else { "no".into() },
             last.as_ref().map_or_else(|| "-".into(), |e| slot_time(e.tick)),
             last.as_ref().map_or_else(|| "-".into(), |e| e.instance.clone()),
@@ -551,12 +557,24 @@ async fn jobs(client: &LockClient) -> Result<Output, CtlError> {
             last.as_ref().map_or_else(|| "-".into(), |e| duration(e.duration)),
         ]);
     }
-    let text = format::table(&["JOB", "PAUSED", "LAST SLOT", "INSTANCE", "OUTCOME", "DURATION"], &rows);
+    let text = format::table(
+        &["JOB", "SCHEDULE (FROM)", "PAUSED", "LAST SLOT", "INSTANCE", "OUTCOME", "DURATION"],
+        &rows,
+    );
     Ok(Output { json: Value::Array(json), text, code: if names.is_empty() { NOTHING } else { OK } })
+}
+
+/// `*/2 * * * * * UTC (env SCHEDULE_DAILY_REPORT)`: a registered job's schedule in force and
+/// where it came from.
+fn schedule_in_force(job: &control::RegisteredJob) -> String {
+    format!("{} {} ({})", job.cron, job.time_zone, job.origin)
 }
 
 async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output, CtlError> {
     let entries = control::history(client, job, count).await?;
+    // The schedule the running replicas use now, and where it came from (code, config or an
+    // environment variable), above the runs it produced.
+    let registered = control::registered_jobs(client).await?.into_iter().find(|j| j.name == job);
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|e| {
@@ -569,9 +587,19 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
             ]
         })
         .collect();
-    let text = format::table(&["SLOT", "INSTANCE", "OUTCOME", "DURATION", "ERROR"], &rows);
+    let mut text = match &registered {
+        Some(r) => format!("schedule: {}\n", schedule_in_force(r)),
+        None => "schedule: - (no running scheduler registers this job)\n".to_owned(),
+    };
+    text.push_str(&format::table(&["SLOT", "INSTANCE", "OUTCOME", "DURATION", "ERROR"], &rows));
     Ok(Output {
-        json: json!({ "job": job, "runs": entries.iter().map(history_entry).collect::<Vec<_>>() }),
+        json: json!({
+            "job": job,
+            "schedule": registered.as_ref().map(|r| &r.cron),
+            "time_zone": registered.as_ref().map(|r| &r.time_zone),
+            "schedule_origin": registered.as_ref().map(|r| r.origin.to_string()),
+            "runs": entries.iter().map(history_entry).collect::<Vec<_>>(),
+        }),
         text,
         code: if entries.is_empty() { NOTHING } else { OK },
     })

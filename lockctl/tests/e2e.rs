@@ -186,10 +186,17 @@ async fn lockctl_operates_a_running_replica() {
     assert!(row.contains(" no ") && row.contains("pod-1"), "{stdout}");
     let (code, stdout, _) = lockctl(&url, &["history", JOB, "-n", "3"], "").await;
     assert_eq!(code, 0, "{stdout}");
-    assert!(stdout.starts_with("SLOT ") && stdout.contains("pod-1") && stdout.contains("ran"), "{stdout}");
+    // The schedule in force heads the history, with where it came from: `--cron` is the
+    // builder's override (config), not the attribute's schedule (code).
+    assert!(stdout.starts_with("schedule: * * * * * * UTC (config)\nSLOT "), "{stdout}");
+    assert!(stdout.contains("pod-1") && stdout.contains("ran"), "{stdout}");
     let (code, json) = lockctl_json(&url, &["jobs"]).await;
     assert_eq!(code, 0);
     assert_eq!(json[0]["job"], JOB, "{json}");
+    assert_eq!(
+        (json[0]["schedule"].as_str(), json[0]["schedule_origin"].as_str()),
+        (Some("* * * * * *"), Some("config"))
+    );
     assert_eq!(json[0]["last_run"]["instance"], "pod-1", "{json}");
 
     // Pause: the running replica skips its slots and records them; resume: it runs again.
@@ -499,6 +506,8 @@ async fn run_now_and_the_console_reach_a_running_replica() {
         (jobs["jobs"][0]["name"].as_str(), jobs["jobs"][0]["schedule"].as_str()),
         (Some(JOB), Some("0 0 2 * * *"))
     );
+    // `--cron` gives the builder's override, even when it repeats the declared schedule.
+    assert_eq!(jobs["jobs"][0]["schedule_origin"], "config", "{jobs}");
     assert_eq!(http(admin_port, "POST", "/api/jobs/daily-report/pause", None).await.0, 401);
     let (status, body) = http(admin_port, "POST", "/api/jobs/daily-report/pause", Some(TOKEN)).await;
     assert_eq!(status, 200, "{body}");
