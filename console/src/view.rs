@@ -38,6 +38,8 @@ pub(crate) struct JobView {
     pub(crate) last: Option<HistoryEntry>,
     /// Failed and timed-out runs recorded in the last 24 hours.
     pub(crate) failures_24h: usize,
+    /// Its soonest retry of a failed run waiting in Redis, if any.
+    pub(crate) next_retry: Option<control::PendingRetry>,
 }
 
 impl JobView {
@@ -57,6 +59,7 @@ impl JobView {
             "last_instance": last.map(|e| e.instance.as_str()),
             "last_run": last.map(json::history_entry),
             "failures_24h": self.failures_24h,
+            "next_retry": self.next_retry.as_ref().map(json::pending_retry),
         })
     }
 
@@ -88,6 +91,7 @@ pub(crate) async fn jobs(client: &LockClient) -> Result<Vec<JobView>, ApiError> 
             paused: None,
             last: None,
             failures_24h: 0,
+            next_retry: None,
         });
     }
     for name in control::jobs(client).await? {
@@ -100,7 +104,14 @@ pub(crate) async fn jobs(client: &LockClient) -> Result<Vec<JobView>, ApiError> 
             paused: None,
             last: None,
             failures_24h: 0,
+            next_retry: None,
         });
+    }
+    // Soonest first: the first one seen per job is its next.
+    for retry in control::all_pending_retries(client).await? {
+        if let Some(view) = by_name.get_mut(&retry.job) {
+            view.next_retry.get_or_insert(retry);
+        }
     }
     let since = Utc::now() - TimeDelta::hours(24);
     for view in by_name.values_mut() {

@@ -9,7 +9,7 @@
 //!                         force-release a lock, or one permit/reader/writer named by its
 //!                         token (asks first), says whom it was taken from
 //!   jobs                  jobs with their pause flag and last run
-//!   history <job> [-n N]  a job's last runs, newest first
+//!   history <job> [-n N]  a job's last runs (attempts, retries), newest first; pending retries
 //!   pause <job>           pause a job on every replica
 //!   resume <job>          resume it
 //!   run <job>             one live replica runs the job once, now (through its lock)
@@ -483,16 +483,20 @@ fn confirm(prompt: &str, json_out: bool) -> bool {
 
 async fn jobs(client: &LockClient) -> Result<Output, CtlError> {
     let names = control::jobs(client).await?;
+    let retries = control::all_pending_retries(client).await?;
     let mut json = Vec::new();
     let mut rows = Vec::new();
     for name in &names {
         let paused = control::pause_state(client, name).await?;
         let last = control::history(client, name, 1).await?.into_iter().next();
+        // Soonest first: the first one of the job is its next.
+        let next_retry = retries.iter().find(|r| r.job == *name);
         json.push(json!({
             "job": name,
             "paused": paused.paused.is_some(),
             "paused_info": paused.paused,
             "last_run": last.as_ref().map(history_entry),
+            "next_retry": next_retry.map(lock_console::json::pending_retry),
         }));
         rows.push(vec![
             name.clone(),
@@ -501,32 +505,66 @@ async fn jobs(client: &LockClient) -> Result<Output, CtlError> {
             last.as_ref().map_or_else(|| "-".into(), |e| e.instance.clone()),
             last.as_ref().map_or_else(|| "-".into(), |e| e.outcome.clone()),
             last.as_ref().map_or_else(|| "-".into(), |e| duration(e.duration)),
+            next_retry.map_or_else(
+                || "-".into(),
+                |r| format!("#{} at {}", r.attempt, slot_time(r.due.timestamp_millis())),
+            ),
         ]);
     }
-    let text = format::table(&["JOB", "PAUSED", "LAST SLOT", "INSTANCE", "OUTCOME", "DURATION"], &rows);
+    let text = format::table(
+        &["JOB", "PAUSED", "LAST SLOT", "INSTANCE", "OUTCOME", "DURATION", "NEXT RETRY"],
+        &rows,
+    );
     Ok(Output { json: Value::Array(json), text, code: if names.is_empty() { NOTHING } else { OK } })
 }
 
 async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output, CtlError> {
     let entries = control::history(client, job, count).await?;
+    let retries = control::pending_retries(client, job).await?;
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|e| {
             vec![
                 slot_time(e.tick),
+                e.attempt.map_or_else(|| "-".into(), |a| a.to_string()),
                 e.instance.clone(),
                 e.outcome.clone(),
                 duration(e.duration),
+                retry_column(e),
                 e.error.clone().unwrap_or_default(),
             ]
         })
         .collect();
-    let text = format::table(&["SLOT", "INSTANCE", "OUTCOME", "DURATION", "ERROR"], &rows);
+    let mut text =
+        format::table(&["SLOT", "ATTEMPT", "INSTANCE", "OUTCOME", "DURATION", "RETRY", "ERROR"], &rows);
+    for retry in &retries {
+        text.push_str(&format!(
+            "pending: attempt {} of slot {} due at {} (group {})\n",
+            retry.attempt,
+            slot_time(retry.tick),
+            slot_time(retry.due.timestamp_millis()),
+            retry.group
+        ));
+    }
     Ok(Output {
-        json: json!({ "job": job, "runs": entries.iter().map(history_entry).collect::<Vec<_>>() }),
+        json: json!({
+            "job": job,
+            "runs": entries.iter().map(history_entry).collect::<Vec<_>>(),
+            "pending_retries": retries.iter().map(lock_console::json::pending_retry).collect::<Vec<_>>(),
+        }),
         text,
         code: if entries.is_empty() { NOTHING } else { OK },
     })
+}
+
+/// What a history entry says of retries: when the next attempt was due, or that the slot
+/// failed for good.
+fn retry_column(e: &control::HistoryEntry) -> String {
+    match (e.retry_at, e.gave_up) {
+        (Some(at), _) => format!("at {}", slot_time(at.timestamp_millis())),
+        (None, true) => "gave up".into(),
+        (None, false) => "-".into(),
+    }
 }
 
 /// `lockctl run <job>`.

@@ -12,6 +12,7 @@ use futures_util::future::BoxFuture;
 use lock_core::{LockOptions, OnLost};
 
 use crate::job_args::{StateNeed, States};
+use crate::retry::policy::RetryPolicy;
 use crate::schedule::catch_up::CatchUp;
 
 /// What a job's future may return: `()`, `Option<T>` (both always success) or `Result<T, E>`
@@ -52,6 +53,8 @@ pub struct RunContext {
     pub(crate) job: Arc<str>,
     pub(crate) slot: DateTime<Tz>,
     pub(crate) instance: Arc<str>,
+    /// 1 for the slot's first run, then 2, 3, ... for its retries ([`Job::retry`]).
+    pub(crate) attempt: u32,
 }
 
 impl RunContext {
@@ -70,9 +73,22 @@ impl RunContext {
         self.slot
     }
 
-    /// The tick: the slot in epoch milliseconds, as claimed in Redis (`{<key>}:tick`).
+    /// The tick: the slot in epoch milliseconds, as claimed in Redis (`{<key>}:tick`) by the
+    /// slot's first attempt (attempt `n` claims `tick + n - 1`, so that each attempt is claimed
+    /// once).
     pub fn tick(&self) -> i64 {
         self.slot.timestamp_millis()
+    }
+
+    /// Which attempt at the slot this is: 1 for its first run, 2 for the first retry, and so
+    /// on (see [`Job::retry`]). Always 1 for a job without a retry policy.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The tick this attempt claims: `tick() + attempt() - 1`.
+    pub(crate) fn claim_tick(&self) -> i64 {
+        self.tick() + i64::from(self.attempt.saturating_sub(1))
     }
 
     /// The instance id of the replica running it.
@@ -153,6 +169,7 @@ pub struct Job {
     pub(crate) on_lost: Option<OnLost>,
     pub(crate) catch_up: CatchUp,
     pub(crate) max_run_time: Option<Duration>,
+    pub(crate) retry: Option<RetryPolicy>,
 }
 
 impl Job {
@@ -218,6 +235,7 @@ impl Job {
             on_lost: None,
             catch_up: CatchUp::default(),
             max_run_time: None,
+            retry: None,
         }
     }
 
@@ -295,6 +313,33 @@ impl Job {
         self
     }
 
+    /// Retry a failed run (an error, a panic, a lost lock, a timeout) as `policy` says: each
+    /// attempt runs at most once across the replicas of the job's group, on whichever live
+    /// replica takes it when it is due (the pending retry is kept in Redis). Every attempt is an
+    /// entry in the run history; the body sees its number in [`RunContext::attempt`]. Default:
+    /// no retries. Manual ("run now") runs are not retried.
+    ///
+    /// Cost in Redis: nothing while runs succeed; per failed attempt with attempts left, one
+    /// round trip to add the retry; per due retry, one round trip to take it (shared by every
+    /// retry due in the same poll), then the run's own claim and release. Replicas read the due
+    /// retries in the pipeline they already send every
+    /// [`RUN_POLL`](crate::schema::RUN_POLL), so a retry starts up to that much after it is
+    /// due.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_scheduler::{Job, RetryPolicy};
+    ///
+    /// # async fn import() -> Result<(), std::io::Error> { Ok(()) }
+    /// let job = Job::new("import", "0 */15 * * * *", import)
+    ///     .lock("lock:import")
+    ///     .retry(RetryPolicy::attempts(3).base_delay(Duration::from_secs(30)));
+    /// ```
+    pub fn retry(mut self, policy: RetryPolicy) -> Job {
+        self.retry = Some(policy);
+        self
+    }
+
     /// The job's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -312,6 +357,7 @@ impl fmt::Debug for Job {
             .field("on_lost", &self.on_lost)
             .field("catch_up", &self.catch_up)
             .field("max_run_time", &self.max_run_time)
+            .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
 }

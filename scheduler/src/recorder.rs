@@ -31,6 +31,12 @@ pub(crate) struct Record {
     pub(crate) duration: Duration,
     /// A manual run's request id and requester.
     pub(crate) manual: Option<(Arc<str>, Arc<str>)>,
+    /// The attempt at the slot, for jobs with a retry policy.
+    pub(crate) attempt: Option<u32>,
+    /// When the next attempt is due (epoch ms), if one was scheduled.
+    pub(crate) retry_at: Option<i64>,
+    /// The attempt failed and was the last one allowed.
+    pub(crate) gave_up: bool,
 }
 
 /// Most runs written in one pipeline.
@@ -181,7 +187,7 @@ async fn write<'a>(
 /// entries, and the history's expiry; without, the entry only if the stream exists (the
 /// `XADD` then replies nil). Returns whether it added any (not for an invalid job name).
 fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) -> bool {
-    let Record { job, tick, instance, outcome, duration, manual } = record;
+    let Record { job, tick, instance, outcome, duration, manual, attempt, retry_at, gave_up } = record;
     let Ok(key) = history_key(job) else { return false };
     let xadd = pipe.cmd("XADD").arg(&key);
     if renew {
@@ -214,6 +220,15 @@ fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) -> bool 
     }
     if let Some((id, by)) = manual {
         xadd.arg(field::MANUAL_BY).arg(&**by).arg(field::REQUEST).arg(&**id);
+    }
+    if let Some(attempt) = attempt {
+        xadd.arg(field::ATTEMPT).arg(*attempt);
+    }
+    if let Some(at) = retry_at {
+        xadd.arg(field::RETRY_AT).arg(*at);
+    }
+    if *gave_up {
+        xadd.arg(field::GAVE_UP).arg(1);
     }
     if renew {
         pipe.cmd("PEXPIRE").arg(&key).arg(HISTORY_TTL.as_millis() as u64).ignore();

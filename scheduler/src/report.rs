@@ -112,6 +112,14 @@ pub struct RunReport {
     pub duration: Duration,
     /// Who asked for it, for a manual ("run now") run; `slot` is then the time of the request.
     pub manual_by: Option<String>,
+    /// Which attempt at the slot this was: 1 for its first run, 2 and up for its retries
+    /// ([`Job::retry`](crate::job::Job::retry)).
+    pub attempt: u32,
+    /// When the next attempt is due, if this one failed and another was scheduled.
+    pub retry_at: Option<DateTime<Utc>>,
+    /// Whether this attempt failed and was the last one its retry policy allows (failed for
+    /// good).
+    pub gave_up: bool,
 }
 
 /// What [`SchedulerHandle::shutdown`](crate::handle::SchedulerHandle::shutdown) did.

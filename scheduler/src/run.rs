@@ -20,7 +20,8 @@ use crate::batch::{ClaimBatch, Share};
 use crate::job::RunContext;
 use crate::pause_check::PauseCheck;
 use crate::report::RunOutcome;
-use crate::shared::{JobEntry, Manual, Shared};
+use crate::retry::pending;
+use crate::shared::{Attempt, JobEntry, Manual, Origin, Shared};
 
 /// A run in flight for a job on this replica.
 pub(crate) struct Running {
@@ -73,17 +74,43 @@ pub(crate) fn spawn(
     fired_at: DateTime<Utc>,
     start: Start,
 ) -> Running {
+    spawn_attempt(shared, job, slot, fired_at, start, 1)
+}
+
+/// Spawns attempt `attempt` (2 and up) of `slot` of `job`, a retry this replica took from the
+/// group's pending retries: checked against the pause flag, then run like a slot's run,
+/// claiming its own tick ([`RunContext::claim_tick`]) in its first locked section.
+pub(crate) fn spawn_retry(
+    shared: &Arc<Shared>,
+    job: &Arc<JobEntry>,
+    slot: DateTime<Utc>,
+    attempt: u32,
+) -> Running {
+    let (answer, pause) = PauseCheck::pending();
+    PauseCheck::answer(answer, shared.client.clone(), vec![job.name.clone()]);
+    spawn_attempt(shared, job, slot, shared.clock.now(), Start::Single(pause), attempt)
+}
+
+fn spawn_attempt(
+    shared: &Arc<Shared>,
+    job: &Arc<JobEntry>,
+    slot: DateTime<Utc>,
+    fired_at: DateTime<Utc>,
+    start: Start,
+    attempt: u32,
+) -> Running {
     let local = slot.with_timezone(&job.schedule.time_zone());
     let span = tracing::info_span!(
         parent: None,
         "job_run",
         job = %job.name,
         tick = %local.to_rfc3339(),
+        attempt,
         instance = %shared.instance,
         outcome = tracing::field::Empty,
         duration_ms = tracing::field::Empty,
     );
-    let ctx = RunContext { job: job.name.clone(), slot: local, instance: shared.instance.clone() };
+    let ctx = RunContext { job: job.name.clone(), slot: local, instance: shared.instance.clone(), attempt };
     let (shared_, job_) = (shared.clone(), job.clone());
     let handle = tokio::spawn(
         async move {
@@ -171,6 +198,7 @@ async fn run(
 ) -> RunOutcome {
     let started = Instant::now();
     let slot = ctx.slot();
+    let mut attempt = Attempt::nth(ctx.attempt);
     let ran = match start {
         Start::Single(mut pause) => {
             if pause.is_paused(&job.name).await {
@@ -220,9 +248,68 @@ async fn run(
         _ => {}
     }
     log_outcome(&job, slot, &outcome, duration);
-    shared.record(&job, slot, &outcome, duration).await;
-    shared.report(&job, slot, fired_at, outcome.clone(), duration);
+    after_attempt(&shared, &job, slot, &outcome, &mut attempt).await;
+    shared.record_attempt(&job, slot, &outcome, duration, &attempt).await;
+    shared.report_run(&job, slot, fired_at, outcome.clone(), duration, Origin::Slot(&attempt));
     outcome
+}
+
+/// What a job with a retry policy does after `attempt` at `slot` ended with `outcome`: a failed
+/// attempt with attempts left adds the next one to the group's pending retries (and
+/// `attempt.retry_at` says when it is due), the last one gives up; a retry that found the lock
+/// held (a later slot's run, say) is put back for the same attempt after the same wait.
+async fn after_attempt(
+    shared: &Shared,
+    job: &JobEntry,
+    slot: DateTime<Utc>,
+    outcome: &RunOutcome,
+    attempt: &mut Attempt,
+) {
+    let Some(policy) = &job.retry else { return };
+    let tick = slot.timestamp_millis();
+    let next = match outcome {
+        RunOutcome::Failed(_) | RunOutcome::TimedOut(_) if attempt.number < policy.attempts => {
+            attempt.number + 1
+        }
+        RunOutcome::Failed(_) | RunOutcome::TimedOut(_) => {
+            attempt.gave_up = true;
+            tracing::error!(
+                attempts = attempt.number,
+                "the slot failed for good: its last attempt ({} of {}) failed",
+                attempt.number,
+                policy.attempts
+            );
+            return;
+        }
+        RunOutcome::SkippedHeld if attempt.number > 1 => attempt.number,
+        _ => return,
+    };
+    let now = shared.clock.now();
+    let delay = policy.jittered_delay(&job.name, tick, next);
+    let due = now + chrono::TimeDelta::from_std(delay).unwrap_or(chrono::TimeDelta::MAX);
+    match pending::add(&shared.client, shared.members.retries_key(), &job.name, tick, next, due, now).await {
+        Ok(()) if next == attempt.number => {
+            tracing::info!(retry_at = %due.to_rfc3339(), "the job's lock is held: the retry waits again");
+        }
+        Ok(()) => {
+            attempt.retry_at = Some(due);
+            tracing::info!(
+                next_attempt = next,
+                retry_at = %due.to_rfc3339(),
+                "attempt {} of {} failed: retrying in {delay:?} on whichever replica takes it",
+                attempt.number,
+                policy.attempts
+            );
+        }
+        Err(e) => {
+            attempt.gave_up = true;
+            tracing::error!(
+                error = %lock_core::ErrorChain(&e),
+                "attempt {} failed and its retry could not be scheduled: the slot is not retried",
+                attempt.number
+            );
+        }
+    }
 }
 
 /// Spawns a manual ("run now") run of `job` that this replica took: the job under its lock,
@@ -242,7 +329,8 @@ pub(crate) fn spawn_manual(shared: &Arc<Shared>, job: &Arc<JobEntry>, manual: Ma
         outcome = tracing::field::Empty,
         duration_ms = tracing::field::Empty,
     );
-    let ctx = RunContext { job: job.name.clone(), slot: local, instance: shared.instance.clone() };
+    let ctx =
+        RunContext { job: job.name.clone(), slot: local, instance: shared.instance.clone(), attempt: 1 };
     let fired_at = shared.clock.now();
     let (shared, job) = (shared.clone(), job.clone());
     let handle = tokio::spawn(
@@ -269,7 +357,14 @@ pub(crate) fn spawn_manual(shared: &Arc<Shared>, job: &Arc<JobEntry>, manual: Ma
                 other => tracing::info!(outcome = other.label(), "manual run of the job: {other}"),
             }
             shared.record_manual(&job, &manual, &outcome, duration).await;
-            shared.report_run(&job, requested, fired_at, outcome.clone(), duration, Some(&manual.by));
+            shared.report_run(
+                &job,
+                requested,
+                fired_at,
+                outcome.clone(),
+                duration,
+                Origin::Manual(&manual.by),
+            );
             outcome
         }
         .instrument(span.clone()),
@@ -308,7 +403,7 @@ async fn run_locked(
     ctx: RunContext,
     locking: Locking,
 ) -> (Option<Caught>, Option<TickOutcome>) {
-    let tick = ctx.tick();
+    let tick = ctx.claim_tick();
     let func = job.func.clone();
     // The job's closure is called inside the lock, at the body's first poll.
     let body = async move { func(ctx).await.map_err(Failure::Job) };

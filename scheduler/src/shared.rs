@@ -17,6 +17,7 @@ use crate::members::Members;
 use crate::overrides::{Overrides, ScheduleOrigin};
 use crate::recorder::{self, Recorder};
 use crate::report::{RunOutcome, RunReport};
+use crate::retry::policy::RetryPolicy;
 use crate::schedule::Schedule;
 use crate::schedule::catch_up::CatchUp;
 
@@ -74,10 +75,10 @@ impl Shared {
         outcome: RunOutcome,
         duration: Duration,
     ) {
-        self.report_run(job, slot, fired_at, outcome, duration, None);
+        self.report_run(job, slot, fired_at, outcome, duration, Origin::Slot(&Attempt::nth(1)));
     }
 
-    /// As [`report`](Self::report), for a manual run too (`manual_by`: who asked for it).
+    /// As [`report`](Self::report), for any attempt at a slot, or a manual run.
     pub(crate) fn report_run(
         &self,
         job: &JobEntry,
@@ -85,10 +86,22 @@ impl Shared {
         fired_at: DateTime<Utc>,
         outcome: RunOutcome,
         duration: Duration,
-        manual_by: Option<&str>,
+        origin: Origin<'_>,
     ) {
+        let first = Attempt::nth(1);
+        let (attempt, manual_by) = match origin {
+            Origin::Slot(attempt) => (attempt, None),
+            Origin::Manual(by) => (&first, Some(by)),
+        };
         let lateness = (fired_at - slot).to_std().unwrap_or_default();
-        job.metrics.record(&job.name, &outcome, duration, lateness);
+        // A retry starts its backoff after its slot, not late: its start lag is not the slot's.
+        let lag = (attempt.number <= 1).then_some(lateness);
+        job.metrics.record(&job.name, &outcome, duration, lag);
+        if attempt.gave_up {
+            job.metrics.gave_up(&job.name);
+        } else if attempt.retry_at.is_some() {
+            job.metrics.retry_scheduled(&job.name);
+        }
         // Built only for subscribers: most schedulers have none.
         if self.reports.receiver_count() == 0 {
             return;
@@ -103,6 +116,9 @@ impl Shared {
             lateness,
             duration,
             manual_by: manual_by.map(str::to_owned),
+            attempt: attempt.number,
+            retry_at: attempt.retry_at,
+            gave_up: attempt.gave_up,
         });
     }
 }
@@ -116,6 +132,18 @@ impl Shared {
         outcome: &RunOutcome,
         duration: Duration,
     ) {
+        self.record_attempt(job, slot, outcome, duration, &Attempt::nth(1)).await;
+    }
+
+    /// As [`record`](Self::record), for `attempt` at the slot.
+    pub(crate) async fn record_attempt(
+        &self,
+        job: &JobEntry,
+        slot: DateTime<Utc>,
+        outcome: &RunOutcome,
+        duration: Duration,
+        attempt: &Attempt,
+    ) {
         if recorder::recorded(outcome) {
             self.recorder
                 .record(recorder::Record {
@@ -125,6 +153,9 @@ impl Shared {
                     outcome: outcome.clone(),
                     duration,
                     manual: None,
+                    attempt: job.retry.is_some().then_some(attempt.number),
+                    retry_at: attempt.retry_at.map(|at| at.timestamp_millis()),
+                    gave_up: attempt.gave_up,
                 })
                 .await;
         }
@@ -147,8 +178,38 @@ impl Shared {
                 outcome: outcome.clone(),
                 duration,
                 manual: Some((manual.id.clone(), manual.by.clone())),
+                attempt: None,
+                retry_at: None,
+                gave_up: false,
             })
             .await;
+    }
+}
+
+/// What a reported run was.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Origin<'a> {
+    /// An attempt at a slot.
+    Slot(&'a Attempt),
+    /// A manual ("run now") run, asked for by this.
+    Manual(&'a str),
+}
+
+/// Which attempt at its slot a run was, and what its failure led to.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Attempt {
+    /// 1 for the slot's first run.
+    pub(crate) number: u32,
+    /// When the next attempt is due, if one was scheduled.
+    pub(crate) retry_at: Option<DateTime<Utc>>,
+    /// It failed, and was the last attempt allowed.
+    pub(crate) gave_up: bool,
+}
+
+impl Attempt {
+    /// Attempt `number`, nothing decided yet.
+    pub(crate) fn nth(number: u32) -> Attempt {
+        Attempt { number, ..Attempt::default() }
     }
 }
 
@@ -173,6 +234,8 @@ pub(crate) struct JobEntry {
     pub(crate) lock: Option<JobLock>,
     pub(crate) catch_up: CatchUp,
     pub(crate) max_run_time: Option<Duration>,
+    /// How its failed runs are retried (`None`: they are not).
+    pub(crate) retry: Option<RetryPolicy>,
     /// Whether the "this job takes no lock" warning was logged (so: it takes none).
     pub(crate) warned_unlocked: AtomicBool,
     /// Whether a run of the job is in flight on this replica.

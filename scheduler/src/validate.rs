@@ -67,6 +67,9 @@ pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, S
             reason: "the maximum run time is zero: give a positive duration".into(),
         });
     }
+    if let Some(problem) = job.retry.as_ref().and_then(|policy| policy.problem()) {
+        return Err(SchedulerError::InvalidJob { job: job.name.clone(), reason: problem });
+    }
     Ok(Some(JobEntry {
         name: job.name.into(),
         function: job.function,
@@ -76,6 +79,7 @@ pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, S
         lock,
         catch_up: job.catch_up,
         max_run_time: job.max_run_time,
+        retry: job.retry,
         warned_unlocked: AtomicBool::new(false),
         running: AtomicBool::new(false),
         may_be_held: AtomicBool::new(true),

@@ -13,6 +13,7 @@
 //! | [`members_key`] `scheduler:{group:<name>}:members` | zset | instance id -> when its announcement lapses (server clock, ms) | [`MEMBER_TTL`] after the last announcement |
 //! | [`jobs_key`] `scheduler:{group:<name>}:jobs` | hash | job name -> its schedule (`<cron>\t<time zone>`), written by the replicas that have the job | as the member set |
 //! | [`runs_key`] `scheduler:{group:<name>}:runs` | hash | job name -> a pending "run now" request (`<id>\t<by>\t<ms>`), removed by the replica that takes it | [`RUN_REQUEST_TTL`] |
+//! | [`retries_key`] `scheduler:{group:<name>}:retries` | zset | a pending retry ([`retry_member`]: `<job>\t<slot ms>\t<attempt>`) -> when it is due (epoch ms), removed by the replica that takes it | [`RETRY_TTL`] after the latest due time written |
 
 #[cfg(test)]
 mod script_tests;
@@ -53,6 +54,10 @@ pub const RUN_POLL: Duration = Duration::from_millis(500);
 /// How long a requester waits for a replica to take its "run now" request.
 pub const RUN_PICKUP: Duration = Duration::from_secs(3);
 
+/// How long a group's pending retries outlive the latest due time written to them: long
+/// enough for a group whose replicas are all down for a while to find them on return.
+pub const RETRY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// Longest job name, in bytes (it is part of three keys).
 pub use lock_schedule::MAX_JOB_NAME_LEN;
 
@@ -81,6 +86,12 @@ pub mod field {
     pub const MANUAL_BY: &str = "manual_by";
     /// The id of the "run now" request a manual run served.
     pub const REQUEST: &str = "request";
+    /// The attempt (1 for the slot's first run), for jobs with a retry policy.
+    pub const ATTEMPT: &str = "attempt";
+    /// When the next attempt of a failed run is due (epoch ms), if one was scheduled.
+    pub const RETRY_AT: &str = "retry_at";
+    /// `1` on a failed run that used up its attempts (failed for good).
+    pub const GAVE_UP: &str = "gave_up";
 }
 
 /// Why `name` cannot name a job, if it cannot: the one rule the scheduler (at build time),
@@ -143,6 +154,28 @@ pub fn jobs_key(group: &str) -> String {
 /// The Redis key of `group`'s pending "run now" requests.
 pub fn runs_key(group: &str) -> String {
     format!("scheduler:{{group:{group}}}:runs")
+}
+
+/// The Redis key of `group`'s pending retries (due time -> [`retry_member`]).
+pub fn retries_key(group: &str) -> String {
+    format!("scheduler:{{group:{group}}}:retries")
+}
+
+/// The group a pending-retries key belongs to (`None` for any other key).
+pub fn group_of_retries(key: &str) -> Option<&str> {
+    key.strip_prefix("scheduler:{group:")?.strip_suffix("}:retries")
+}
+
+/// A pending retry as stored in [`retries_key`]: `<job>\t<slot ms>\t<attempt>`.
+pub fn retry_member(job: &str, tick: i64, attempt: u32) -> String {
+    format!("{job}\t{tick}\t{attempt}")
+}
+
+/// A stored retry's job, slot (epoch ms) and attempt.
+pub fn parse_retry_member(member: &str) -> Option<(&str, i64, u32)> {
+    let (rest, attempt) = member.rsplit_once('\t')?;
+    let (job, tick) = rest.rsplit_once('\t')?;
+    Some((job, tick.parse().ok()?, attempt.parse().ok()?))
 }
 
 /// The `SCAN` pattern matching every group's job registry.
@@ -236,6 +269,9 @@ mod tests {
         assert_eq!(group_of_members(&members_key("g")), Some("g"));
         assert_eq!(group_of_registry(&members_key("g")), None);
         assert_eq!(runs_key("g"), "scheduler:{group:g}:runs");
+        assert_eq!(retries_key("g"), "scheduler:{group:g}:retries");
+        assert_eq!(parse_retry_member(&retry_member("a\tb", 42, 3)), Some(("a\tb", 42, 3)));
+        assert_eq!(parse_retry_member("x\t1"), None);
         let entry = registry_entry("0 0 * * * *", "Europe/Lisbon", "env SCHEDULE_X");
         assert_eq!(parse_registry_entry(&entry), Some(("0 0 * * * *", "Europe/Lisbon", "env SCHEDULE_X")));
         assert_eq!(
