@@ -521,6 +521,7 @@ async fn jobs(client: &LockClient) -> Result<Output, CtlError> {
 async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output, CtlError> {
     let entries = control::history(client, job, count).await?;
     let retries = control::pending_retries(client, job).await?;
+    let paused = control::pause_state(client, job).await?.paused;
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|e| {
@@ -537,6 +538,10 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
         .collect();
     let mut text =
         format::table(&["SLOT", "ATTEMPT", "INSTANCE", "OUTCOME", "DURATION", "RETRY", "ERROR"], &rows);
+    if let Some(paused) = &paused {
+        // Who paused it and why: an operator, or the job itself after failed slots in a row.
+        text.push_str(&format!("paused: {paused}\n"));
+    }
     for retry in &retries {
         text.push_str(&format!(
             "pending: attempt {} of slot {} due at {} (group {})\n",
@@ -551,6 +556,7 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
             "job": job,
             "runs": entries.iter().map(history_entry).collect::<Vec<_>>(),
             "pending_retries": retries.iter().map(lock_console::json::pending_retry).collect::<Vec<_>>(),
+            "paused_info": paused,
         }),
         text,
         code: if entries.is_empty() { NOTHING } else { OK },

@@ -170,6 +170,7 @@ pub struct Job {
     pub(crate) catch_up: CatchUp,
     pub(crate) max_run_time: Option<Duration>,
     pub(crate) retry: Option<RetryPolicy>,
+    pub(crate) pause_after_failures: Option<u32>,
 }
 
 impl Job {
@@ -236,6 +237,7 @@ impl Job {
             catch_up: CatchUp::default(),
             max_run_time: None,
             retry: None,
+            pause_after_failures: None,
         }
     }
 
@@ -340,6 +342,20 @@ impl Job {
         self
     }
 
+    /// Pause the job on every replica after `failures` slots in a row failed for good (their
+    /// last attempt, after [`retry`](Self::retry), failed or timed out). The pause record says
+    /// why (`lockctl jobs --json`, `lockctl history`, the console show it); resuming the job
+    /// ([`control::resume`](crate::control::pause::resume), `lockctl resume`) clears the count,
+    /// and so does any successful run. Default: never. Must be at least 1.
+    ///
+    /// Cost in Redis: per successful run, one `DEL` in the pipeline that writes its history
+    /// entry (no round trip of its own); per slot failed for good, one round trip (a script
+    /// that counts it and pauses the job at the limit).
+    pub fn pause_after_failures(mut self, failures: u32) -> Job {
+        self.pause_after_failures = Some(failures);
+        self
+    }
+
     /// The job's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -358,6 +374,7 @@ impl fmt::Debug for Job {
             .field("catch_up", &self.catch_up)
             .field("max_run_time", &self.max_run_time)
             .field("retry", &self.retry)
+            .field("pause_after_failures", &self.pause_after_failures)
             .finish_non_exhaustive()
     }
 }

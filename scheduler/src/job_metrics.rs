@@ -89,4 +89,10 @@ impl JobMetrics {
     pub(crate) fn gave_up(&self, job: &str) {
         metrics::counter!("scheduler_retries_exhausted_total", "job" => job.to_owned()).increment(1);
     }
+
+    /// Counts the job pausing itself after failed slots in a row
+    /// (`scheduler_paused_on_failure_total`).
+    pub(crate) fn paused_on_failure(&self, job: &str) {
+        metrics::counter!("scheduler_paused_on_failure_total", "job" => job.to_owned()).increment(1);
+    }
 }

@@ -11,6 +11,7 @@ mod command;
 pub mod control;
 mod declared;
 mod error;
+mod failures;
 mod handle;
 mod job;
 mod job_args;

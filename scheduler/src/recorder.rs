@@ -37,6 +37,9 @@ pub(crate) struct Record {
     pub(crate) retry_at: Option<i64>,
     /// The attempt failed and was the last one allowed.
     pub(crate) gave_up: bool,
+    /// Delete the job's count of failed slots in a row (a success of a job that pauses on
+    /// failure), in the same pipeline.
+    pub(crate) reset_failures: bool,
 }
 
 /// Most runs written in one pipeline.
@@ -187,7 +190,8 @@ async fn write<'a>(
 /// entries, and the history's expiry; without, the entry only if the stream exists (the
 /// `XADD` then replies nil). Returns whether it added any (not for an invalid job name).
 fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) -> bool {
-    let Record { job, tick, instance, outcome, duration, manual, attempt, retry_at, gave_up } = record;
+    let Record { job, tick, instance, outcome, duration, manual, attempt, retry_at, gave_up, reset_failures } =
+        record;
     let Ok(key) = history_key(job) else { return false };
     let xadd = pipe.cmd("XADD").arg(&key);
     if renew {
@@ -232,6 +236,9 @@ fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) -> bool 
     }
     if renew {
         pipe.cmd("PEXPIRE").arg(&key).arg(HISTORY_TTL.as_millis() as u64).ignore();
+    }
+    if *reset_failures && let Ok(failures) = schema::failures_key(job) {
+        pipe.cmd("DEL").arg(failures).ignore();
     }
     true
 }

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::batch::{ClaimBatch, Share};
+use crate::failures;
 use crate::job::RunContext;
 use crate::pause_check::PauseCheck;
 use crate::report::RunOutcome;
@@ -249,6 +250,14 @@ async fn run(
     }
     log_outcome(&job, slot, &outcome, duration);
     after_attempt(&shared, &job, slot, &outcome, &mut attempt).await;
+    // A slot fails for good when no retry follows its failed attempt.
+    let failed_for_good =
+        matches!(outcome, RunOutcome::Failed(_) | RunOutcome::TimedOut(_)) && attempt.retry_at.is_none();
+    if let Some(limit) = job.pause_after_failures
+        && failed_for_good
+    {
+        failures::count(&shared, &job, limit, &outcome).await;
+    }
     shared.record_attempt(&job, slot, &outcome, duration, &attempt).await;
     shared.report_run(&job, slot, fired_at, outcome.clone(), duration, Origin::Slot(&attempt));
     outcome

@@ -156,6 +156,8 @@ impl Shared {
                     attempt: job.retry.is_some().then_some(attempt.number),
                     retry_at: attempt.retry_at.map(|at| at.timestamp_millis()),
                     gave_up: attempt.gave_up,
+                    // A success ends a run of failures (see `failures`).
+                    reset_failures: job.pause_after_failures.is_some() && *outcome == RunOutcome::Ran,
                 })
                 .await;
         }
@@ -181,6 +183,7 @@ impl Shared {
                 attempt: None,
                 retry_at: None,
                 gave_up: false,
+                reset_failures: false,
             })
             .await;
     }
@@ -236,6 +239,8 @@ pub(crate) struct JobEntry {
     pub(crate) max_run_time: Option<Duration>,
     /// How its failed runs are retried (`None`: they are not).
     pub(crate) retry: Option<RetryPolicy>,
+    /// How many slots failed for good in a row pause it (`None`: never).
+    pub(crate) pause_after_failures: Option<u32>,
     /// Whether the "this job takes no lock" warning was logged (so: it takes none).
     pub(crate) warned_unlocked: AtomicBool,
     /// Whether a run of the job is in flight on this replica.

@@ -70,6 +70,14 @@ pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, S
     if let Some(problem) = job.retry.as_ref().and_then(|policy| policy.problem()) {
         return Err(SchedulerError::InvalidJob { job: job.name.clone(), reason: problem });
     }
+    if job.pause_after_failures == Some(0) {
+        return Err(SchedulerError::InvalidJob {
+            job: job.name.clone(),
+            reason: "pause_after_failures is 0: give the number of failed slots in a row (1 or more) that \
+                     pause the job"
+                .into(),
+        });
+    }
     Ok(Some(JobEntry {
         name: job.name.into(),
         function: job.function,
@@ -80,6 +88,7 @@ pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, S
         catch_up: job.catch_up,
         max_run_time: job.max_run_time,
         retry: job.retry,
+        pause_after_failures: job.pause_after_failures,
         warned_unlocked: AtomicBool::new(false),
         running: AtomicBool::new(false),
         may_be_held: AtomicBool::new(true),

@@ -8,6 +8,7 @@
 //! | key | type | content | expiry |
 //! |---|---|---|---|
 //! | [`pause_key`] `scheduler:{job:<name>}:paused` | string | who paused it and when | none while paused (deleted by resume) |
+//! | [`failures_key`] `scheduler:{job:<name>}:failures` | string | the job's slots failed for good in a row (deleted by a success and by resume) | [`FAILURES_TTL`] after the last failure |
 //! | [`missed_key`] `scheduler:{job:<name>}:missed` | string | the latest missed slot recorded (so replicas record it once) | [`MISSED_TTL`] |
 //! | [`history_key`] `scheduler:{job:<name>}:history` | stream | one entry per run, fields in [`field`] | [`HISTORY_TTL`] after the last entry, give or take a minute (each replica renews it at most once a minute); trimmed to about [`HISTORY_LEN`] entries once a minute |
 //! | [`members_key`] `scheduler:{group:<name>}:members` | zset | instance id -> when its announcement lapses (server clock, ms) | [`MEMBER_TTL`] after the last announcement |
@@ -37,6 +38,10 @@ pub const HISTORY_TTL: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 /// How long a job's missed-slots marker is kept: as long as a claimed tick
 /// ([`lock_core::schema::TICK_TTL`]), since no older slot is ever reported missed.
 pub const MISSED_TTL: Duration = lock_core::schema::TICK_TTL;
+
+/// How long a job's count of failed slots in a row outlives the last failure: as long as a
+/// claimed tick ([`lock_core::schema::TICK_TTL`]).
+pub const FAILURES_TTL: Duration = lock_core::schema::TICK_TTL;
 
 /// How long a replica's announcement in its group lasts: a replica that stopped renewing
 /// (crashed, partitioned) stops being preferred for runs after at most this, on every replica
@@ -68,6 +73,7 @@ const JOB_PREFIX: &str = "scheduler:{job:";
 const PAUSED: &str = "}:paused";
 const HISTORY: &str = "}:history";
 const MISSED: &str = "}:missed";
+const FAILURES: &str = "}:failures";
 
 /// The fields of a run history entry.
 pub mod field {
@@ -118,6 +124,12 @@ pub fn history_key(job: &str) -> Result<String, ControlError> {
 /// The Redis key of `job`'s missed-slots marker.
 pub fn missed_key(job: &str) -> Result<String, ControlError> {
     job_key(job, MISSED)
+}
+
+/// The Redis key of `job`'s count of slots failed for good in a row
+/// ([`Job::pause_after_failures`](crate::job::Job::pause_after_failures)).
+pub fn failures_key(job: &str) -> Result<String, ControlError> {
+    job_key(job, FAILURES)
 }
 
 /// The `SCAN` pattern matching every job's keys.
@@ -236,6 +248,8 @@ pub mod lua {
     pub const REQUEST_RUN: &str = include_str!("lua/request_run.lua");
     /// `take_run.lua`: take (or withdraw) a pending run request, once.
     pub const TAKE_RUN: &str = include_str!("lua/take_run.lua");
+    /// `count_failure.lua`: count a slot failed for good; pause the job at the limit.
+    pub const COUNT_FAILURE: &str = include_str!("lua/count_failure.lua");
 }
 
 /// See [`lua::ANNOUNCE`].
@@ -246,6 +260,9 @@ pub(crate) static REQUEST_RUN: LazyLock<Script> = LazyLock::new(|| Script::new(l
 
 /// See [`lua::TAKE_RUN`].
 pub(crate) static TAKE_RUN: LazyLock<Script> = LazyLock::new(|| Script::new(lua::TAKE_RUN));
+
+/// See [`lua::COUNT_FAILURE`].
+pub(crate) static COUNT_FAILURE: LazyLock<Script> = LazyLock::new(|| Script::new(lua::COUNT_FAILURE));
 
 /// See [`lua::RECORD_MISSED`].
 pub(crate) static RECORD_MISSED: LazyLock<Script> = LazyLock::new(|| Script::new(lua::RECORD_MISSED));
@@ -259,6 +276,7 @@ mod tests {
         assert_eq!(pause_key("daily-report").ok().as_deref(), Some("scheduler:{job:daily-report}:paused"));
         assert_eq!(history_key("daily-report").ok().as_deref(), Some("scheduler:{job:daily-report}:history"));
         assert_eq!(missed_key("daily-report").ok().as_deref(), Some("scheduler:{job:daily-report}:missed"));
+        assert_eq!(failures_key("r").ok().as_deref(), Some("scheduler:{job:r}:failures"));
         for key in [pause_key("a:b}c"), history_key("a:b}c")] {
             assert_eq!(job_of_key(&key.expect("valid")), Some("a:b}c"));
         }
