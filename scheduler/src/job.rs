@@ -12,6 +12,7 @@ use futures_util::future::BoxFuture;
 use lock_core::{LockOptions, OnLost};
 
 use crate::job_args::{StateNeed, States};
+use crate::overlap::Overlap;
 use crate::retry::policy::RetryPolicy;
 use crate::schedule::catch_up::CatchUp;
 
@@ -171,6 +172,7 @@ pub struct Job {
     pub(crate) max_run_time: Option<Duration>,
     pub(crate) retry: Option<RetryPolicy>,
     pub(crate) pause_after_failures: Option<u32>,
+    pub(crate) overlap: Overlap,
 }
 
 impl Job {
@@ -238,6 +240,7 @@ impl Job {
             max_run_time: None,
             retry: None,
             pause_after_failures: None,
+            overlap: Overlap::Skip,
         }
     }
 
@@ -356,6 +359,22 @@ impl Job {
         self
     }
 
+    /// What a slot does when it comes while the job's previous run is still going on (here or
+    /// on another replica): skipped (the default), run alongside it, or buffered until it ends.
+    /// See [`Overlap`] for each policy's cost in Redis round trips. A policy other than
+    /// [`Overlap::Skip`] needs the job's lock set with [`lock`](Self::lock).
+    ///
+    /// ```
+    /// use lock_scheduler::{Job, Overlap};
+    ///
+    /// # async fn export() {}
+    /// let job = Job::new("export", "0 * * * * *", export).lock("lock:export").overlap(Overlap::BufferOne);
+    /// ```
+    pub fn overlap(mut self, overlap: Overlap) -> Job {
+        self.overlap = overlap;
+        self
+    }
+
     /// The job's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -375,6 +394,7 @@ impl fmt::Debug for Job {
             .field("max_run_time", &self.max_run_time)
             .field("retry", &self.retry)
             .field("pause_after_failures", &self.pause_after_failures)
+            .field("overlap", &self.overlap)
             .finish_non_exhaustive()
     }
 }

@@ -16,10 +16,11 @@ use crate::command::{self, query};
 use crate::report::RunOutcome;
 use crate::schema::{self, HISTORY_LEN, HISTORY_TTL, field, history_key};
 
-/// Whether a run with this outcome goes into the history: runs (whatever their end), missed
-/// slots and paused slots; not the skips of replicas that lost the race for a slot.
+/// Whether a run with this outcome goes into the history: runs (whatever their end), missed,
+/// paused and buffered slots; not the skips of replicas that lost the race for a slot.
 pub(crate) fn recorded(outcome: &RunOutcome) -> bool {
-    outcome.ran_here() || matches!(outcome, RunOutcome::Missed(_) | RunOutcome::SkippedPaused)
+    outcome.ran_here()
+        || matches!(outcome, RunOutcome::Missed(_) | RunOutcome::SkippedPaused | RunOutcome::Buffered)
 }
 
 /// One run to append to its job's history.

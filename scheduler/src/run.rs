@@ -19,6 +19,7 @@ use tracing::Instrument;
 use crate::batch::{ClaimBatch, Share};
 use crate::failures;
 use crate::job::RunContext;
+use crate::overlap::{self, Overlap};
 use crate::pause_check::PauseCheck;
 use crate::report::RunOutcome;
 use crate::retry::pending;
@@ -45,8 +46,11 @@ pub(crate) enum Start {
     /// the tick (the job's configured lock, or the lock its fn takes).
     Single(PauseCheck),
     /// The wake's [`ClaimBatch`] checked the pause flag and claimed
-    /// the tick with the job's lock.
+    /// the tick with the job's lock (or, for an [`Overlap::Allow`] job, without it).
     Batched(oneshot::Receiver<Share>),
+    /// `pause` answers whether the job is paused; then the job runs without its lock or a tick
+    /// claim: a retry of an [`Overlap::Allow`] job, which runs once because one replica took it.
+    Unclaimed(PauseCheck),
 }
 
 impl Start {
@@ -89,7 +93,8 @@ pub(crate) fn spawn_retry(
 ) -> Running {
     let (answer, pause) = PauseCheck::pending();
     PauseCheck::answer(answer, shared.client.clone(), vec![job.name.clone()]);
-    spawn_attempt(shared, job, slot, shared.clock.now(), Start::Single(pause), attempt)
+    let start = if job.overlap == Overlap::Allow { Start::Unclaimed(pause) } else { Start::Single(pause) };
+    spawn_attempt(shared, job, slot, shared.clock.now(), start, attempt)
 }
 
 fn spawn_attempt(
@@ -199,7 +204,8 @@ async fn run(
 ) -> RunOutcome {
     let started = Instant::now();
     let slot = ctx.slot();
-    let mut attempt = Attempt::nth(ctx.attempt);
+    let ctx_attempt = ctx.attempt;
+    let mut attempt = Attempt::nth(ctx_attempt);
     let ran = match start {
         Start::Single(mut pause) => {
             if pause.is_paused(&job.name).await {
@@ -208,8 +214,28 @@ async fn run(
                 Some(run_locked(&shared, &job, ctx, Locking::Scope { claim: true }).await)
             }
         }
+        Start::Unclaimed(mut pause) => {
+            if pause.is_paused(&job.name).await {
+                None
+            } else {
+                Some(run_locked(&shared, &job, ctx, Locking::Free).await)
+            }
+        }
         Start::Batched(share) => match share.await {
             Ok(Share::Paused) => None,
+            Ok(Share::Slot(Ok(0))) => Some(run_locked(&shared, &job, ctx, Locking::Free).await),
+            Ok(Share::Slot(Ok(last_tick))) => {
+                Some((Some(Ok(Ok(()))), Some(TickOutcome::Claimed { last_tick })))
+            }
+            Ok(Share::Slot(Err(e))) => Some((
+                Some(Ok(Ok(()))),
+                Some(TickOutcome::LockFailed(LockError::Redis {
+                    action: "claiming the slot's tick".into(),
+                    source: lock_core::redis::RedisError::from(std::io::Error::other(
+                        lock_core::ErrorChain(&e).to_string(),
+                    )),
+                })),
+            )),
             Ok(Share::Claim(Ok(Claim::Claimed(claimed)))) => {
                 Some(run_locked(&shared, &job, ctx, Locking::Claimed(claimed)).await)
             }
@@ -242,6 +268,20 @@ async fn run(
         }
         Some((None, _)) => RunOutcome::TimedOut(job.max_run_time.unwrap_or_default()),
     };
+    // A slot of a BufferOne job that found the previous run holding the lock waits for it.
+    let mut first_buffered = false;
+    let outcome = match outcome {
+        RunOutcome::SkippedHeld if job.overlap == Overlap::BufferOne && ctx_attempt == 1 => {
+            match overlap::buffer_slot(&shared, &job, slot).await {
+                Some(first) => {
+                    first_buffered = first;
+                    RunOutcome::Buffered
+                }
+                None => RunOutcome::SkippedHeld,
+            }
+        }
+        other => other,
+    };
     let duration = started.elapsed();
     match &outcome {
         RunOutcome::SkippedHeld => job.may_be_held.store(true, Ordering::Relaxed),
@@ -258,8 +298,15 @@ async fn run(
     {
         failures::count(&shared, &job, limit, &outcome).await;
     }
-    shared.record_attempt(&job, slot, &outcome, duration, &attempt).await;
+    // Each replica that found the slot held buffers it; one records it.
+    if outcome != RunOutcome::Buffered || first_buffered {
+        shared.record_attempt(&job, slot, &outcome, duration, &attempt).await;
+    }
     shared.report_run(&job, slot, fired_at, outcome.clone(), duration, Origin::Slot(&attempt));
+    if job.overlap == Overlap::BufferOne && outcome.ran_here() {
+        // The lock is released: a slot buffered from now on finds it free and starts itself.
+        overlap::run_buffered(&shared, &job, slot.timestamp_millis()).await;
+    }
     outcome
 }
 
@@ -389,6 +436,9 @@ enum Locking {
     Scope { claim: bool },
     /// Under the lock the slot's batch took, its tick claimed.
     Claimed(ClaimedTick),
+    /// Without the job's lock (an [`Overlap::Allow`] job), its tick claimed by the batch (or
+    /// none, for a retry).
+    Free,
 }
 
 /// What a batched claim that did not take the lock means for the run, as its first locked
@@ -418,9 +468,10 @@ async fn run_locked(
     let body = async move { func(ctx).await.map_err(Failure::Job) };
     let lock = job.lock.clone();
     let client = shared.client.clone();
-    let (claim, claimed) = match locking {
-        Locking::Scope { claim } => (Some(claim), None),
-        Locking::Claimed(claimed) => (None, Some(claimed)),
+    let (claim, claimed, lock) = match locking {
+        Locking::Scope { claim } => (Some(claim), None, lock),
+        Locking::Claimed(claimed) => (None, Some(claimed), lock),
+        Locking::Free => (None, None, None),
     };
     // Boxed: the nested lock and job futures are otherwise deep enough to overflow rustc's
     // query depth limit in a clean (non-incremental) build. One allocation per run.
@@ -508,6 +559,12 @@ fn log_outcome(job: &JobEntry, slot: DateTime<Utc>, outcome: &RunOutcome, durati
             outcome = "skipped: tick done",
             duration_ms,
             "this tick already ran on another instance, skipping"
+        ),
+        RunOutcome::Buffered => tracing::info!(
+            job = %job,
+            tick = %tick,
+            outcome = "buffered",
+            "the previous run still holds the lock: the slot is buffered and runs when it ends"
         ),
         RunOutcome::SkippedPaused => tracing::info!(
             job = %job,

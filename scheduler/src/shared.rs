@@ -14,12 +14,15 @@ use crate::job::{JobFn, JobLock};
 use crate::job_args::States;
 use crate::job_metrics::JobMetrics;
 use crate::members::Members;
+use crate::overlap::Overlap;
 use crate::overrides::{Overrides, ScheduleOrigin};
 use crate::recorder::{self, Recorder};
 use crate::report::{RunOutcome, RunReport};
 use crate::retry::policy::RetryPolicy;
+use crate::run::Running;
 use crate::schedule::Schedule;
 use crate::schedule::catch_up::CatchUp;
+use crate::timer::jobs::Command;
 
 /// Everything the timer and runs of one scheduler share.
 pub(crate) struct Shared {
@@ -34,6 +37,9 @@ pub(crate) struct Shared {
     pub(crate) recorder: Recorder,
     /// Asks the timer to re-read a job's last claimed tick (set when the timer starts).
     pub(crate) resync: std::sync::OnceLock<mpsc::UnboundedSender<Arc<str>>>,
+    /// The timer's commands (set when it starts): runs started outside it are adopted through
+    /// it, so that shutdown waits for them.
+    pub(crate) commands: std::sync::OnceLock<mpsc::UnboundedSender<Command>>,
     pub(crate) reports: broadcast::Sender<RunReport>,
     /// The schedule overrides and state given to the builder, for jobs added at run time too.
     pub(crate) overrides: Overrides,
@@ -53,6 +59,14 @@ impl Shared {
     pub(crate) fn request_resync(&self, job: &Arc<str>) {
         if let Some(tx) = self.resync.get() {
             let _ = tx.send(job.clone());
+        }
+    }
+
+    /// Hands a run started outside the timer (a buffered slot) to the timer, which waits for it
+    /// (or cancels it) at shutdown; without a timer it goes on detached.
+    pub(crate) fn adopt(&self, job: &Arc<JobEntry>, run: Running) {
+        if let Some(tx) = self.commands.get() {
+            let _ = tx.send(Command::Adopt(job.clone(), run));
         }
     }
 
@@ -239,6 +253,8 @@ pub(crate) struct JobEntry {
     pub(crate) max_run_time: Option<Duration>,
     /// How its failed runs are retried (`None`: they are not).
     pub(crate) retry: Option<RetryPolicy>,
+    /// What its slots do while its previous run goes on.
+    pub(crate) overlap: Overlap,
     /// How many slots failed for good in a row pause it (`None`: never).
     pub(crate) pause_after_failures: Option<u32>,
     /// Whether the "this job takes no lock" warning was logged (so: it takes none).

@@ -70,6 +70,16 @@ pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, S
     if let Some(problem) = job.retry.as_ref().and_then(|policy| policy.problem()) {
         return Err(SchedulerError::InvalidJob { job: job.name.clone(), reason: problem });
     }
+    if job.overlap != crate::overlap::Overlap::Skip && lock.is_none() {
+        return Err(SchedulerError::InvalidJob {
+            job: job.name.clone(),
+            reason: format!(
+                "overlap {:?} needs the scheduler to know the job's lock: call `.lock(key)` (a fn annotated \
+                 with #[distributed_lock] takes its own, which only `Overlap::Skip` works with)",
+                job.overlap
+            ),
+        });
+    }
     if job.pause_after_failures == Some(0) {
         return Err(SchedulerError::InvalidJob {
             job: job.name.clone(),
@@ -89,6 +99,7 @@ pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, S
         max_run_time: job.max_run_time,
         retry: job.retry,
         pause_after_failures: job.pause_after_failures,
+        overlap: job.overlap,
         warned_unlocked: AtomicBool::new(false),
         running: AtomicBool::new(false),
         may_be_held: AtomicBool::new(true),

@@ -9,6 +9,7 @@
 //! |---|---|---|---|
 //! | [`pause_key`] `scheduler:{job:<name>}:paused` | string | who paused it and when | none while paused (deleted by resume) |
 //! | [`failures_key`] `scheduler:{job:<name>}:failures` | string | the job's slots failed for good in a row (deleted by a success and by resume) | [`FAILURES_TTL`] after the last failure |
+//! | [`buffered_key`] `scheduler:{job:<name>}:buffered` | string | the slot (epoch ms) buffered behind a running run ([`Overlap::BufferOne`](crate::overlap::Overlap::BufferOne)), taken by that run's end | [`BUFFERED_TTL`] |
 //! | [`missed_key`] `scheduler:{job:<name>}:missed` | string | the latest missed slot recorded (so replicas record it once) | [`MISSED_TTL`] |
 //! | [`history_key`] `scheduler:{job:<name>}:history` | stream | one entry per run, fields in [`field`] | [`HISTORY_TTL`] after the last entry, give or take a minute (each replica renews it at most once a minute); trimmed to about [`HISTORY_LEN`] entries once a minute |
 //! | [`members_key`] `scheduler:{group:<name>}:members` | zset | instance id -> when its announcement lapses (server clock, ms) | [`MEMBER_TTL`] after the last announcement |
@@ -43,6 +44,10 @@ pub const MISSED_TTL: Duration = lock_core::schema::TICK_TTL;
 /// claimed tick ([`lock_core::schema::TICK_TTL`]).
 pub const FAILURES_TTL: Duration = lock_core::schema::TICK_TTL;
 
+/// How long a buffered slot waits for the run it is buffered behind to end
+/// ([`Overlap::BufferOne`](crate::overlap::Overlap::BufferOne)).
+pub const BUFFERED_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// How long a replica's announcement in its group lasts: a replica that stopped renewing
 /// (crashed, partitioned) stops being preferred for runs after at most this, on every replica
 /// at once. Lock-core's default liveness TTL, so that by the time a crashed replica's locks
@@ -74,6 +79,7 @@ const PAUSED: &str = "}:paused";
 const HISTORY: &str = "}:history";
 const MISSED: &str = "}:missed";
 const FAILURES: &str = "}:failures";
+const BUFFERED: &str = "}:buffered";
 
 /// The fields of a run history entry.
 pub mod field {
@@ -130,6 +136,11 @@ pub fn missed_key(job: &str) -> Result<String, ControlError> {
 /// ([`Job::pause_after_failures`](crate::job::Job::pause_after_failures)).
 pub fn failures_key(job: &str) -> Result<String, ControlError> {
     job_key(job, FAILURES)
+}
+
+/// The Redis key of `job`'s slot buffered behind its running run.
+pub fn buffered_key(job: &str) -> Result<String, ControlError> {
+    job_key(job, BUFFERED)
 }
 
 /// The `SCAN` pattern matching every job's keys.
@@ -248,6 +259,8 @@ pub mod lua {
     pub const REQUEST_RUN: &str = include_str!("lua/request_run.lua");
     /// `take_run.lua`: take (or withdraw) a pending run request, once.
     pub const TAKE_RUN: &str = include_str!("lua/take_run.lua");
+    /// `claim_slot.lua`: claim a tick without the lock (`Overlap::Allow`).
+    pub const CLAIM_SLOT: &str = include_str!("lua/claim_slot.lua");
     /// `count_failure.lua`: count a slot failed for good; pause the job at the limit.
     pub const COUNT_FAILURE: &str = include_str!("lua/count_failure.lua");
 }
@@ -260,6 +273,9 @@ pub(crate) static REQUEST_RUN: LazyLock<Script> = LazyLock::new(|| Script::new(l
 
 /// See [`lua::TAKE_RUN`].
 pub(crate) static TAKE_RUN: LazyLock<Script> = LazyLock::new(|| Script::new(lua::TAKE_RUN));
+
+/// See [`lua::CLAIM_SLOT`].
+pub(crate) static CLAIM_SLOT: LazyLock<Script> = LazyLock::new(|| Script::new(lua::CLAIM_SLOT));
 
 /// See [`lua::COUNT_FAILURE`].
 pub(crate) static COUNT_FAILURE: LazyLock<Script> = LazyLock::new(|| Script::new(lua::COUNT_FAILURE));

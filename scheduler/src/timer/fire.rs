@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::batch::ClaimBatch;
+use crate::overlap::{self, Overlap};
 use crate::pause_check::PauseCheck;
 use crate::recorder;
 use crate::report::RunOutcome;
@@ -139,6 +140,21 @@ impl Timer {
             (Some(running), None) if !running.is_finished() => Some(running.slot),
             _ => None,
         };
+        let busy = match (busy, job.entry.overlap) {
+            // Runs alongside: the running one is kept track of as an orphan (shutdown waits).
+            (Some(_), Overlap::Allow) if job.deferred.is_none() => {
+                if let Some(running) = job.current.take() {
+                    self.orphans.retain(|(_, run)| !run.is_finished());
+                    self.orphans.push((job.entry.clone(), running));
+                }
+                None
+            }
+            (Some(_), Overlap::BufferOne) if job.deferred.is_none() => {
+                buffer_behind(&shared, &job.entry, slot, now);
+                return false;
+            }
+            (busy, _) => busy,
+        };
         if let Some(busy) = busy {
             let local = |t: DateTime<Utc>| t.with_timezone(&job.entry.schedule.time_zone()).to_rfc3339();
             tracing::info!(
@@ -162,7 +178,10 @@ impl Timer {
             // A lock held at the slot's time means the slot is skipped (skip-if-held), even if
             // the lock is free by the end of the grace. Not checked for jobs seen to be short
             // (one command each, at the busiest moment).
+            // Only for `Skip`: an `Allow` slot does not mind the lock, a `BufferOne` slot finds
+            // it held when it claims, and buffers itself then.
             if let Some(lock) = &job.entry.lock
+                && job.entry.overlap == Overlap::Skip
                 && job.entry.may_be_held.load(std::sync::atomic::Ordering::Relaxed)
             {
                 self.held_checks.push((name.clone(), slot, lock.key.clone()));
@@ -201,4 +220,27 @@ fn report_missed(shared: &Arc<Shared>, job: &Arc<JobEntry>, due: &Due, now: Date
         .in_current_span(),
     );
     shared.report(job, last_missed, now, missed, Duration::ZERO);
+}
+
+/// Buffers `slot` of `job` behind the run this replica has in flight
+/// ([`Overlap::BufferOne`]), in the background: logged, recorded (once across the replicas) and
+/// reported as buffered.
+fn buffer_behind(shared: &Arc<Shared>, job: &Arc<JobEntry>, slot: DateTime<Utc>, now: DateTime<Utc>) {
+    let (shared, job) = (shared.clone(), job.clone());
+    tokio::spawn(
+        async move {
+            let Some(first) = overlap::buffer_slot(&shared, &job, slot).await else { return };
+            tracing::info!(
+                job = %job.name,
+                tick = %slot.with_timezone(&job.schedule.time_zone()).to_rfc3339(),
+                outcome = "buffered",
+                "the previous run is still running on this instance: the slot is buffered and runs when it ends"
+            );
+            if first {
+                shared.record(&job, slot, &RunOutcome::Buffered, Duration::ZERO).await;
+            }
+            shared.report(&job, slot, now, RunOutcome::Buffered, Duration::ZERO);
+        }
+        .in_current_span(),
+    );
 }
