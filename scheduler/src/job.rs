@@ -173,6 +173,7 @@ pub struct Job {
     pub(crate) retry: Option<RetryPolicy>,
     pub(crate) pause_after_failures: Option<u32>,
     pub(crate) overlap: Overlap,
+    pub(crate) jitter: Duration,
 }
 
 impl Job {
@@ -241,6 +242,7 @@ impl Job {
             retry: None,
             pause_after_failures: None,
             overlap: Overlap::Skip,
+            jitter: Duration::ZERO,
         }
     }
 
@@ -375,6 +377,20 @@ impl Job {
         self
     }
 
+    /// Delay each slot's start by up to `window`: the delay is a pure function of the job's
+    /// name and the slot, so every replica computes the same one and fires the slot at the same
+    /// moment (the preferred replica still claims first). Jobs on the same schedule then do not
+    /// all hit their dependencies in the same second. The slot (`RunContext::slot`, the
+    /// history's tick) stays the scheduled time; [`RunReport::jitter`](crate::report::RunReport::jitter)
+    /// says how long it was delayed, and the start lag metric leaves it out. Default: none. At
+    /// most a day; a window longer than the period makes slots overlap (see [`overlap`](Self::overlap)).
+    ///
+    /// No Redis cost: nothing is exchanged to agree on the delay.
+    pub fn jitter(mut self, window: Duration) -> Job {
+        self.jitter = window;
+        self
+    }
+
     /// The job's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -395,6 +411,7 @@ impl fmt::Debug for Job {
             .field("retry", &self.retry)
             .field("pause_after_failures", &self.pause_after_failures)
             .field("overlap", &self.overlap)
+            .field("jitter", &self.jitter)
             .finish_non_exhaustive()
     }
 }

@@ -31,6 +31,7 @@ mod scheduler;
 pub mod schema;
 mod shared;
 mod signal;
+mod spread;
 mod state;
 mod ticks;
 mod timer;

@@ -111,8 +111,11 @@ pub struct RunReport {
     pub outcome: RunOutcome,
     /// When the scheduler's clock said the slot fired here.
     pub fired_at: DateTime<Utc>,
-    /// How long after its slot it fired (`fired_at - slot`).
+    /// How long after its slot it fired (`fired_at - slot`), its jitter included.
     pub lateness: Duration,
+    /// The delay the job's jitter window ([`Job::jitter`](crate::job::Job::jitter)) gave this
+    /// slot: the same on every replica. The start lag metric is `lateness - jitter`.
+    pub jitter: Duration,
     /// How long the run took (lock, job and release); zero for slots that did not start a run.
     pub duration: Duration,
     /// Who asked for it, for a manual ("run now") run; `slot` is then the time of the request.

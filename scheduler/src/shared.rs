@@ -108,8 +108,14 @@ impl Shared {
             Origin::Manual(by) => (&first, Some(by)),
         };
         let lateness = (fired_at - slot).to_std().unwrap_or_default();
+        // A slot's own jitter delays it on purpose: not part of its start lag.
+        let jitter = if manual_by.is_none() && attempt.number <= 1 {
+            job.jitter(slot).to_std().unwrap_or_default()
+        } else {
+            Duration::ZERO
+        };
         // A retry starts its backoff after its slot, not late: its start lag is not the slot's.
-        let lag = (attempt.number <= 1).then_some(lateness);
+        let lag = (attempt.number <= 1).then_some(lateness.saturating_sub(jitter));
         job.metrics.record(&job.name, &outcome, duration, lag);
         if attempt.gave_up {
             job.metrics.gave_up(&job.name);
@@ -131,6 +137,7 @@ impl Shared {
             duration,
             manual_by: manual_by.map(str::to_owned),
             attempt: attempt.number,
+            jitter,
             retry_at: attempt.retry_at,
             gave_up: attempt.gave_up,
         });
@@ -239,6 +246,19 @@ pub(crate) struct Manual {
     pub(crate) at_ms: i64,
 }
 
+impl JobEntry {
+    /// How long after `slot` it fires: a pure function of the job's name and the slot, in
+    /// `[0, window)`, whole milliseconds, so every replica computes the same one and the claim
+    /// still races fairly.
+    pub(crate) fn jitter(&self, slot: DateTime<Utc>) -> chrono::TimeDelta {
+        if self.jitter.is_zero() {
+            return chrono::TimeDelta::zero();
+        }
+        let unit = crate::spread::unit(&self.name, &[slot.timestamp_millis()]);
+        chrono::TimeDelta::milliseconds((self.jitter.as_millis() as f64 * unit) as i64)
+    }
+}
+
 /// A validated job.
 pub(crate) struct JobEntry {
     pub(crate) name: Arc<str>,
@@ -255,6 +275,8 @@ pub(crate) struct JobEntry {
     pub(crate) retry: Option<RetryPolicy>,
     /// What its slots do while its previous run goes on.
     pub(crate) overlap: Overlap,
+    /// The window its slots' starts are spread over ([`Job::jitter`](crate::job::Job::jitter)).
+    pub(crate) jitter: Duration,
     /// How many slots failed for good in a row pause it (`None`: never).
     pub(crate) pause_after_failures: Option<u32>,
     /// Whether the "this job takes no lock" warning was logged (so: it takes none).

@@ -80,6 +80,12 @@ pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, S
             ),
         });
     }
+    if job.jitter > std::time::Duration::from_secs(24 * 60 * 60) {
+        return Err(SchedulerError::InvalidJob {
+            job: job.name.clone(),
+            reason: format!("the jitter window is {:?}: give at most a day", job.jitter),
+        });
+    }
     if job.pause_after_failures == Some(0) {
         return Err(SchedulerError::InvalidJob {
             job: job.name.clone(),
@@ -100,6 +106,7 @@ pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, S
         retry: job.retry,
         pause_after_failures: job.pause_after_failures,
         overlap: job.overlap,
+        jitter: job.jitter,
         warned_unlocked: AtomicBool::new(false),
         running: AtomicBool::new(false),
         may_be_held: AtomicBool::new(true),

@@ -14,4 +14,3 @@
 
 pub(crate) mod pending;
 pub(crate) mod policy;
-pub(crate) mod spread;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::spread;
+use crate::spread;
 
 /// Most attempts a policy may make: attempt `n` of a slot claims tick `slot + n - 1` (epoch
 /// ms), which must stay below the next slot (slots are whole seconds apart at least).

@@ -49,11 +49,13 @@ impl Timer {
             if *slot > now {
                 break;
             }
-            let (slot, seq) = (*slot, *seq);
+            let (fire_at, seq) = (*slot, *seq);
             let Some(Reverse((_, _, name))) = self.queue.pop() else { break };
-            if self.jobs.get(&name).is_none_or(|job| job.seq != seq) {
+            let Some(job) = self.jobs.get(&name).filter(|job| job.seq == seq) else {
                 continue; // stale: the job was removed or requeued
-            }
+            };
+            // The entry fires at the slot plus the job's jitter.
+            let slot = job.next_slot.unwrap_or(fire_at);
             if self.fire_job(&name, slot, now, &pause, &mut batch, provisional) {
                 fired.push(name.clone());
             }
@@ -104,13 +106,18 @@ impl Timer {
     ) -> bool {
         let shared = self.shared.clone();
         let Some(job) = self.jobs.get_mut(name) else { return false };
-        let slot = if now - queued < ONLY_DUE {
+        // Which slots are due is judged on the schedule shifted by the slot's jitter: a slot
+        // fired its jitter late is on time.
+        let shifted = now - job.entry.jitter(queued);
+        let slot = if shifted - queued < ONLY_DUE {
             // The queued slot is the first after the floor, and the next one is at least a
             // second after it: it is the only one due, and on time.
             job.floor = queued;
             queued
         } else {
-            let Some(due) = job.entry.schedule.due(job.floor, now, job.entry.catch_up) else { return false };
+            let Some(due) = job.entry.schedule.due(job.floor, shifted, job.entry.catch_up) else {
+                return false;
+            };
             job.floor = due.floor;
             report_missed(&shared, &job.entry, &due, now);
             let Some(slot) = due.run else { return false };

@@ -33,6 +33,7 @@ impl Timer {
             entry,
             floor,
             seq: self.seq,
+            next_slot: None,
             current: None,
             deferred: None,
             backlog: VecDeque::new(),
@@ -80,7 +81,12 @@ impl Timer {
         let Some(job) = self.jobs.get_mut(name) else { return };
         job.seq = seq;
         match self.next_slots.next_after(&job.entry.schedule, job.floor) {
-            Some(next) => self.queue.push(Reverse((next.with_timezone(&Utc), seq, name.clone()))),
+            Some(next) => {
+                let next = next.with_timezone(&Utc);
+                job.next_slot = Some(next);
+                // Fired its jitter after the slot: the same delay on every replica.
+                self.queue.push(Reverse((next + job.entry.jitter(next), seq, name.clone())));
+            }
             None => tracing::warn!(
                 job = %name,
                 "the schedule has no further fire times; the job will not run again"
