@@ -174,6 +174,8 @@ pub struct Job {
     pub(crate) pause_after_failures: Option<u32>,
     pub(crate) overlap: Overlap,
     pub(crate) jitter: Duration,
+    pub(crate) start_at: Option<DateTime<Utc>>,
+    pub(crate) end_at: Option<DateTime<Utc>>,
 }
 
 impl Job {
@@ -243,6 +245,8 @@ impl Job {
             pause_after_failures: None,
             overlap: Overlap::Skip,
             jitter: Duration::ZERO,
+            start_at: None,
+            end_at: None,
         }
     }
 
@@ -391,6 +395,22 @@ impl Job {
         self
     }
 
+    /// Run no slot before `start` (slots at `start` run): until then the job is scheduled but
+    /// idle, and no slot before it is reported missed. Default: from the scheduler's start.
+    /// No Redis cost.
+    pub fn start_at(mut self, start: DateTime<Utc>) -> Job {
+        self.start_at = Some(start);
+        self
+    }
+
+    /// Run no slot after `end` (a slot at `end` runs): the job then stops firing, on every
+    /// replica alike (each computes it from the schedule). Must be after
+    /// [`start_at`](Self::start_at) if both are set. Default: never. No Redis cost.
+    pub fn end_at(mut self, end: DateTime<Utc>) -> Job {
+        self.end_at = Some(end);
+        self
+    }
+
     /// The job's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -412,6 +432,8 @@ impl fmt::Debug for Job {
             .field("pause_after_failures", &self.pause_after_failures)
             .field("overlap", &self.overlap)
             .field("jitter", &self.jitter)
+            .field("start_at", &self.start_at)
+            .field("end_at", &self.end_at)
             .finish_non_exhaustive()
     }
 }

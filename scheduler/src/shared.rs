@@ -277,6 +277,10 @@ pub(crate) struct JobEntry {
     pub(crate) overlap: Overlap,
     /// The window its slots' starts are spread over ([`Job::jitter`](crate::job::Job::jitter)).
     pub(crate) jitter: Duration,
+    /// No slot before this runs ([`Job::start_at`](crate::job::Job::start_at)).
+    pub(crate) start_at: Option<DateTime<Utc>>,
+    /// No slot after this runs ([`Job::end_at`](crate::job::Job::end_at)).
+    pub(crate) end_at: Option<DateTime<Utc>>,
     /// How many slots failed for good in a row pause it (`None`: never).
     pub(crate) pause_after_failures: Option<u32>,
     /// Whether the "this job takes no lock" warning was logged (so: it takes none).

@@ -86,6 +86,14 @@ pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, S
             reason: format!("the jitter window is {:?}: give at most a day", job.jitter),
         });
     }
+    if let (Some(start), Some(end)) = (job.start_at, job.end_at)
+        && end < start
+    {
+        return Err(SchedulerError::InvalidJob {
+            job: job.name.clone(),
+            reason: format!("its end time ({end}) is before its start time ({start}): swap or fix them"),
+        });
+    }
     if job.pause_after_failures == Some(0) {
         return Err(SchedulerError::InvalidJob {
             job: job.name.clone(),
@@ -107,6 +115,8 @@ pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, S
         pause_after_failures: job.pause_after_failures,
         overlap: job.overlap,
         jitter: job.jitter,
+        start_at: job.start_at,
+        end_at: job.end_at,
         warned_unlocked: AtomicBool::new(false),
         running: AtomicBool::new(false),
         may_be_held: AtomicBool::new(true),

@@ -132,6 +132,9 @@ impl Timer {
             }
             slot
         };
+        if job.entry.end_at.is_some_and(|end| slot > end) {
+            return false; // a late wake past the job's end
+        }
         // Behind older missed slots (or, for CatchUp::Each, while the last claimed tick is
         // being read): claiming a newer tick first would make them unclaimable.
         let each = matches!(job.entry.catch_up, CatchUp::Each(_));

@@ -80,7 +80,15 @@ impl Timer {
         let seq = self.seq;
         let Some(job) = self.jobs.get_mut(name) else { return };
         job.seq = seq;
+        // Slots before the job's start are not its own: as if dealt with.
+        if let Some(start) = job.entry.start_at {
+            job.floor = job.floor.max(start - chrono::TimeDelta::milliseconds(1));
+        }
         match self.next_slots.next_after(&job.entry.schedule, job.floor) {
+            Some(next) if job.entry.end_at.is_some_and(|end| next.with_timezone(&Utc) > end) => {
+                job.next_slot = None;
+                tracing::info!(job = %name, "the job's end time has passed: it will not run again");
+            }
             Some(next) => {
                 let next = next.with_timezone(&Utc);
                 job.next_slot = Some(next);
