@@ -88,6 +88,7 @@ pub fn history_entry(e: &HistoryEntry) -> Value {
         "attempt": e.attempt,
         "retry_at": e.retry_at.map(|t| t.to_rfc3339()),
         "gave_up": e.gave_up,
+        "backfill": e.backfill,
     })
 }
 

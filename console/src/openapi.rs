@@ -155,7 +155,8 @@ pub(crate) fn spec() -> Value {
                         "request": { "type": ["string", "null"] },
                         "attempt": { "type": ["integer", "null"] },
                         "retry_at": { "type": ["string", "null"], "format": "date-time" },
-                        "gave_up": { "type": "boolean" }
+                        "gave_up": { "type": "boolean" },
+                        "backfill": { "type": "boolean" }
                     }
                 },
                 "PendingRetry": {

@@ -125,6 +125,22 @@ enum Command {
         /// The job's name.
         job: String,
     },
+    /// Run every slot of a job between two instants once, as if on time, on the live replicas
+    /// of its group; slots its history shows already ran are refused unless --force. Recorded
+    /// in its history as backfill.
+    Backfill {
+        /// The job's name.
+        job: String,
+        /// The first instant (RFC 3339, e.g. 2026-12-01T00:00:00Z).
+        #[arg(long)]
+        from: String,
+        /// The last instant, included (RFC 3339).
+        #[arg(long)]
+        to: String,
+        /// Run slots that already ran, too.
+        #[arg(long)]
+        force: bool,
+    },
     /// Serve the admin console: a web page and a JSON API (GET /api/openapi.json) for locks,
     /// jobs and replicas. Reads are open on the address; actions (unlock, pause, resume, run)
     /// need `Authorization: Bearer $LOCKCTL_ADMIN_TOKEN`, and are refused without a token.
@@ -241,6 +257,7 @@ async fn run(cli: Cli) -> Result<Output, CtlError> {
         Command::Unlock { key, yes, token } => unlock(&client, &key, token.as_deref(), yes, cli.json).await,
         Command::Jobs => jobs(&client).await,
         Command::History { job, count } => history(&client, &job, count).await,
+        Command::Backfill { job, from, to, force } => backfill(&client, &job, &from, &to, force).await,
         Command::Pause { job } => {
             control::pause_by(&client, &job, &operator()).await?;
             Ok(Output {
@@ -529,7 +546,7 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
                 slot_time(e.tick),
                 e.attempt.map_or_else(|| "-".into(), |a| a.to_string()),
                 e.instance.clone(),
-                e.outcome.clone(),
+                if e.backfill { format!("{} (backfill)", e.outcome) } else { e.outcome.clone() },
                 duration(e.duration),
                 retry_column(e),
                 e.error.clone().unwrap_or_default(),
@@ -571,6 +588,50 @@ fn retry_column(e: &control::HistoryEntry) -> String {
         (None, true) => "gave up".into(),
         (None, false) => "-".into(),
     }
+}
+
+/// `lockctl backfill <job> --from <t> --to <t> [--force]`.
+async fn backfill(
+    client: &LockClient,
+    job: &str,
+    from: &str,
+    to: &str,
+    force: bool,
+) -> Result<Output, CtlError> {
+    let instant = |text: &str, which: &str| {
+        chrono::DateTime::parse_from_rfc3339(text).map(|t| t.with_timezone(&chrono::Utc)).map_err(|e| {
+            CtlError::Usage(format!(
+                "--{which} {text:?} is not an RFC 3339 time ({e}): e.g. 2026-12-01T00:00:00Z"
+            ))
+        })
+    };
+    let (from, to) = (instant(from, "from")?, instant(to, "to")?);
+    let done = control::backfill(client, job, from, to, force).await?;
+    let times = |slots: &[chrono::DateTime<chrono::Utc>]| {
+        slots.iter().map(|t| slot_time(t.timestamp_millis())).collect::<Vec<_>>()
+    };
+    let mut text = format!(
+        "queued {} slot(s) of {job} for group {}; `lockctl history {job}` shows their runs\n",
+        done.queued.len(),
+        done.group
+    );
+    if !done.refused.is_empty() {
+        text.push_str(&format!(
+            "refused {} slot(s) that already ran (--force to run them again): {}\n",
+            done.refused.len(),
+            times(&done.refused).join(", ")
+        ));
+    }
+    Ok(Output {
+        json: json!({
+            "job": job,
+            "group": done.group,
+            "queued": times(&done.queued),
+            "refused": times(&done.refused),
+        }),
+        text,
+        code: if done.queued.is_empty() { NOTHING } else { OK },
+    })
 }
 
 /// `lockctl run <job>`.

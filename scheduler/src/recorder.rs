@@ -38,6 +38,8 @@ pub(crate) struct Record {
     pub(crate) retry_at: Option<i64>,
     /// The attempt failed and was the last one allowed.
     pub(crate) gave_up: bool,
+    /// A backfill run of a past slot.
+    pub(crate) backfill: bool,
     /// Delete the job's count of failed slots in a row (a success of a job that pauses on
     /// failure), in the same pipeline.
     pub(crate) reset_failures: bool,
@@ -191,8 +193,19 @@ async fn write<'a>(
 /// entries, and the history's expiry; without, the entry only if the stream exists (the
 /// `XADD` then replies nil). Returns whether it added any (not for an invalid job name).
 fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) -> bool {
-    let Record { job, tick, instance, outcome, duration, manual, attempt, retry_at, gave_up, reset_failures } =
-        record;
+    let Record {
+        job,
+        tick,
+        instance,
+        outcome,
+        duration,
+        manual,
+        attempt,
+        retry_at,
+        gave_up,
+        backfill,
+        reset_failures,
+    } = record;
     let Ok(key) = history_key(job) else { return false };
     let xadd = pipe.cmd("XADD").arg(&key);
     if renew {
@@ -234,6 +247,9 @@ fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) -> bool 
     }
     if *gave_up {
         xadd.arg(field::GAVE_UP).arg(1);
+    }
+    if *backfill {
+        xadd.arg(field::BACKFILL).arg(1);
     }
     if renew {
         pipe.cmd("PEXPIRE").arg(&key).arg(HISTORY_TTL.as_millis() as u64).ignore();

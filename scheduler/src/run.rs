@@ -23,6 +23,7 @@ use crate::overlap::{self, Overlap};
 use crate::pause_check::PauseCheck;
 use crate::report::RunOutcome;
 use crate::retry::pending;
+use crate::schema::{BACKFILL_ATTEMPT, RUN_POLL};
 use crate::shared::{Attempt, JobEntry, Manual, Origin, Shared};
 
 /// A run in flight for a job on this replica.
@@ -51,6 +52,9 @@ pub(crate) enum Start {
     /// `pause` answers whether the job is paused; then the job runs without its lock or a tick
     /// claim: a retry of an [`Overlap::Allow`] job, which runs once because one replica took it.
     Unclaimed(PauseCheck),
+    /// `pause` answers whether the job is paused; then the job runs under its lock without a
+    /// tick claim: a backfill run, which runs once because one replica took it.
+    Backfill(PauseCheck),
 }
 
 impl Start {
@@ -95,6 +99,15 @@ pub(crate) fn spawn_retry(
     PauseCheck::answer(answer, shared.client.clone(), vec![job.name.clone()]);
     let start = if job.overlap == Overlap::Allow { Start::Unclaimed(pause) } else { Start::Single(pause) };
     spawn_attempt(shared, job, slot, shared.clock.now(), start, attempt)
+}
+
+/// Spawns a backfill run of past `slot` of `job` this replica took: checked against the pause
+/// flag, then run under the job's lock without claiming a tick (the job's claimed tick is past
+/// it; taking it from the group's queue is what makes it run once), recorded as a backfill.
+pub(crate) fn spawn_backfill(shared: &Arc<Shared>, job: &Arc<JobEntry>, slot: DateTime<Utc>) -> Running {
+    let (answer, pause) = PauseCheck::pending();
+    PauseCheck::answer(answer, shared.client.clone(), vec![job.name.clone()]);
+    spawn_attempt(shared, job, slot, shared.clock.now(), Start::Backfill(pause), 1)
 }
 
 fn spawn_attempt(
@@ -214,6 +227,14 @@ async fn run(
                 Some(run_locked(&shared, &job, ctx, Locking::Scope { claim: true }).await)
             }
         }
+        Start::Backfill(mut pause) => {
+            attempt.backfill = true;
+            if pause.is_paused(&job.name).await {
+                None
+            } else {
+                Some(run_locked(&shared, &job, ctx, Locking::Scope { claim: false }).await)
+            }
+        }
         Start::Unclaimed(mut pause) => {
             if pause.is_paused(&job.name).await {
                 None
@@ -271,7 +292,9 @@ async fn run(
     // A slot of a BufferOne job that found the previous run holding the lock waits for it.
     let mut first_buffered = false;
     let outcome = match outcome {
-        RunOutcome::SkippedHeld if job.overlap == Overlap::BufferOne && ctx_attempt == 1 => {
+        RunOutcome::SkippedHeld
+            if job.overlap == Overlap::BufferOne && ctx_attempt == 1 && !attempt.backfill =>
+        {
             match overlap::buffer_slot(&shared, &job, slot).await {
                 Some(first) => {
                     first_buffered = first;
@@ -321,8 +344,21 @@ async fn after_attempt(
     outcome: &RunOutcome,
     attempt: &mut Attempt,
 ) {
-    let Some(policy) = &job.retry else { return };
     let tick = slot.timestamp_millis();
+    if attempt.backfill {
+        if *outcome == RunOutcome::SkippedHeld {
+            // Another run holds the lock (another backfilled slot, say): the slot waits a poll.
+            let (now, retries) = (shared.clock.now(), shared.members.retries_key());
+            let due = now + chrono::TimeDelta::from_std(RUN_POLL).unwrap_or_default();
+            if let Err(e) =
+                pending::add(&shared.client, retries, &job.name, tick, BACKFILL_ATTEMPT, due, now).await
+            {
+                tracing::warn!(error = %lock_core::ErrorChain(&e), "could not put a backfill slot back: it is dropped");
+            }
+        }
+        return;
+    }
+    let Some(policy) = &job.retry else { return };
     let next = match outcome {
         RunOutcome::Failed(_) | RunOutcome::TimedOut(_) if attempt.number < policy.attempts => {
             attempt.number + 1

@@ -146,8 +146,13 @@ async fn take_retries(
     let taken = pending::take(&shared.client, shared.members.retries_key(), &members, RUN_POLL * 4).await?;
     for ((_, job, tick, attempt), taken) in ours.into_iter().zip(taken) {
         let Some(slot) = chrono::DateTime::from_timestamp_millis(tick).filter(|_| taken) else { continue };
-        tracing::info!(job = %job.name, tick, attempt, "took a due retry");
-        let run = run::spawn_retry(shared, job, slot, attempt);
+        let run = if attempt == schema::BACKFILL_ATTEMPT {
+            tracing::info!(job = %job.name, tick, "took a backfill slot");
+            run::spawn_backfill(shared, job, slot)
+        } else {
+            tracing::info!(job = %job.name, tick, attempt, "took a due retry");
+            run::spawn_retry(shared, job, slot, attempt)
+        };
         // Waited for (or cancelled) at shutdown, as a "run now" run.
         let _ = timer.send(Command::Adopt(job.clone(), run));
     }

@@ -177,6 +177,7 @@ impl Shared {
                     attempt: job.retry.is_some().then_some(attempt.number),
                     retry_at: attempt.retry_at.map(|at| at.timestamp_millis()),
                     gave_up: attempt.gave_up,
+                    backfill: attempt.backfill,
                     // A success ends a run of failures (see `failures`).
                     reset_failures: job.pause_after_failures.is_some() && *outcome == RunOutcome::Ran,
                 })
@@ -204,6 +205,7 @@ impl Shared {
                 attempt: None,
                 retry_at: None,
                 gave_up: false,
+                backfill: false,
                 reset_failures: false,
             })
             .await;
@@ -228,6 +230,8 @@ pub(crate) struct Attempt {
     pub(crate) retry_at: Option<DateTime<Utc>>,
     /// It failed, and was the last attempt allowed.
     pub(crate) gave_up: bool,
+    /// A backfill run of a past slot ([`control::backfill`](crate::control::backfill::backfill)).
+    pub(crate) backfill: bool,
 }
 
 impl Attempt {

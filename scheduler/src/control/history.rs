@@ -40,6 +40,8 @@ pub struct HistoryEntry {
     pub retry_at: Option<DateTime<Utc>>,
     /// It failed, and was the last attempt its retry policy allowed: the slot failed for good.
     pub gave_up: bool,
+    /// A run of a past slot asked for by a [`backfill`](crate::control::backfill::backfill).
+    pub backfill: bool,
 }
 
 /// The last `n` runs of `job`, newest first.
@@ -89,6 +91,7 @@ fn entry(id: String, fields: Vec<(String, String)>) -> HistoryEntry {
         attempt: get(field::ATTEMPT).and_then(|a| a.parse().ok()),
         retry_at: get(field::RETRY_AT).and_then(|t| t.parse().ok()).and_then(DateTime::from_timestamp_millis),
         gave_up: get(field::GAVE_UP).is_some_and(|v| v == "1"),
+        backfill: get(field::BACKFILL).is_some_and(|v| v == "1"),
     }
 }
 

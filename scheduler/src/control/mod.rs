@@ -4,6 +4,7 @@
 //! - pause and resume a job on every replica at once ([`pause`], [`resume`], [`pause_state`]);
 //! - read its run history ([`history`], [`history_since`], [`jobs`]);
 //! - run it once now on one live replica ([`run_now`], [`request_run`], [`wait_taken`]);
+//! - run every slot between two instants once, as if on time ([`backfill`]);
 //! - see the retries of failed runs waiting for their time ([`pending_retries`], [`all_pending_retries`]);
 //! - see which jobs and replicas the running scheduler groups announce ([`registered_jobs`],
 //!   [`replicas`]).
@@ -22,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+pub(crate) mod backfill;
 pub(crate) mod directory;
 pub(crate) mod history;
 pub(crate) mod pause;
@@ -29,6 +31,7 @@ pub(crate) mod retries;
 pub(crate) mod run_now;
 
 pub use crate::error::ControlError;
+pub use backfill::{Backfill, backfill};
 pub use directory::{RegisteredJob, Replica, registered_jobs, replicas};
 pub use history::{HistoryEntry, history, history_since, jobs};
 pub use pause::{PauseState, pause, pause_by, pause_state, resume};

@@ -64,6 +64,12 @@ pub const RUN_POLL: Duration = Duration::from_millis(500);
 /// How long a requester waits for a replica to take its "run now" request.
 pub const RUN_PICKUP: Duration = Duration::from_secs(3);
 
+/// The attempt number that marks a pending entry as a backfill run, not a retry.
+pub const BACKFILL_ATTEMPT: u32 = 0;
+
+/// Most slots one backfill call may queue.
+pub const MAX_BACKFILL: usize = 1000;
+
 /// How long a group's pending retries outlive the latest due time written to them: long
 /// enough for a group whose replicas are all down for a while to find them on return.
 pub const RETRY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -104,6 +110,8 @@ pub mod field {
     pub const RETRY_AT: &str = "retry_at";
     /// `1` on a failed run that used up its attempts (failed for good).
     pub const GAVE_UP: &str = "gave_up";
+    /// `1` on a run of a slot asked for by a backfill.
+    pub const BACKFILL: &str = "backfill";
 }
 
 /// Why `name` cannot name a job, if it cannot: the one rule the scheduler (at build time),
@@ -189,7 +197,8 @@ pub fn group_of_retries(key: &str) -> Option<&str> {
     key.strip_prefix("scheduler:{group:")?.strip_suffix("}:retries")
 }
 
-/// A pending retry as stored in [`retries_key`]: `<job>\t<slot ms>\t<attempt>`.
+/// A pending retry as stored in [`retries_key`]: `<job>\t<slot ms>\t<attempt>`. Attempt `0`
+/// marks a backfill run of the slot ([`BACKFILL_ATTEMPT`]).
 pub fn retry_member(job: &str, tick: i64, attempt: u32) -> String {
     format!("{job}\t{tick}\t{attempt}")
 }
