@@ -65,6 +65,7 @@ async fn three_failed_slots_in_a_row_pause_the_job_everywhere_and_resume_clears_
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    println!("pause record: {record}");
     assert!(record.contains("paused after 3 failed run(s) in a row; last: run 6 fails"), "{record}");
     assert!(record.contains(" by pod-"), "names the replica that paused it: {record}");
     assert_eq!(get(&client, &count_key).await.as_deref(), Some("3"));
