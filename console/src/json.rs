@@ -3,7 +3,7 @@
 //! milliseconds (`tick`).
 
 use lock_core::inspect::{Holder, LockInfo, LockKind, LockSummary};
-use lock_scheduler::control::{HistoryEntry, RegisteredJob, Replica, RunRequest};
+use lock_scheduler::control::{HistoryEntry, PendingRetry, RegisteredJob, Replica, RunRequest};
 use serde_json::{Value, json};
 
 /// `lock`, `semaphore` or `rw-lock`.
@@ -85,6 +85,21 @@ pub fn history_entry(e: &HistoryEntry) -> Value {
         "error": e.error,
         "manual_by": e.manual_by,
         "request": e.request,
+        "attempt": e.attempt,
+        "retry_at": e.retry_at.map(|t| t.to_rfc3339()),
+        "gave_up": e.gave_up,
+        "backfill": e.backfill,
+    })
+}
+
+/// A retry of a failed run waiting for its time.
+pub fn pending_retry(retry: &PendingRetry) -> Value {
+    json!({
+        "group": retry.group,
+        "job": retry.job,
+        "tick": retry.tick,
+        "attempt": retry.attempt,
+        "due": retry.due.to_rfc3339(),
     })
 }
 

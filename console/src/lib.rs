@@ -41,6 +41,9 @@
 //!
 //! The API is described by an OpenAPI 3.1 document at `GET /api/openapi.json`.
 
+// The OpenAPI document is one `json!` literal, nested deeper than the default limit allows.
+#![recursion_limit = "256"]
+
 mod api;
 mod attempts;
 mod audit;

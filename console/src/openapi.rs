@@ -157,7 +157,21 @@ pub(crate) fn spec() -> Value {
                         "duration_ms": { "type": "integer" },
                         "error": { "type": ["string", "null"] },
                         "manual_by": { "type": ["string", "null"] },
-                        "request": { "type": ["string", "null"] }
+                        "request": { "type": ["string", "null"] },
+                        "attempt": { "type": ["integer", "null"] },
+                        "retry_at": { "type": ["string", "null"], "format": "date-time" },
+                        "gave_up": { "type": "boolean" },
+                        "backfill": { "type": "boolean" }
+                    }
+                },
+                "PendingRetry": {
+                    "type": "object",
+                    "properties": {
+                        "group": { "type": "string" },
+                        "job": { "type": "string" },
+                        "tick": { "type": "integer" },
+                        "attempt": { "type": "integer" },
+                        "due": { "type": "string", "format": "date-time" }
                     }
                 },
                 "JobList": {
@@ -181,7 +195,8 @@ pub(crate) fn spec() -> Value {
                             "last_duration_ms": { "type": ["integer", "null"] },
                             "last_instance": { "type": ["string", "null"] },
                             "last_run": { "oneOf": [{ "$ref": "#/components/schemas/Run" }, { "type": "null" }] },
-                            "failures_24h": { "type": "integer" }
+                            "failures_24h": { "type": "integer" },
+                            "next_retry": { "oneOf": [{ "$ref": "#/components/schemas/PendingRetry" }, { "type": "null" }] }
                         }
                     } } }
                 },

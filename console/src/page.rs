@@ -357,7 +357,8 @@ pub(crate) async fn job(State(console): State<Console>, base: Base, name: Segmen
     let mut body = format!(
         "<h1>Job <span id=\"job-name\">{}</span></h1><p>{}</p><dl>\
          <dt>Group</dt><dd>{}</dd><dt>Schedule</dt><dd>{}</dd><dt>Next slot</dt><dd>{}</dd>\
-         <dt>Paused</dt><dd id=\"paused\">{}</dd><dt>Failures in 24 h</dt><dd>{}</dd></dl>",
+         <dt>Paused</dt><dd id=\"paused\">{}</dd><dt>Failures in 24 h</dt><dd>{}</dd>\
+         <dt>Next retry</dt><dd id=\"next-retry\">{}</dd></dl>",
         esc(&job.name),
         job_buttons(&console, &job, &base.0),
         esc(job.group.as_deref().unwrap_or("– (no running replica registers it)")),
@@ -369,6 +370,10 @@ pub(crate) async fn job(State(console): State<Console>, base: Base, name: Segmen
         time(job.next_slot),
         esc(job.paused.as_deref().unwrap_or("no")),
         job.failures_24h,
+        job.next_retry.as_ref().map_or_else(
+            || "–".into(),
+            |retry| format!("attempt {} at {}", retry.attempt, time(Some(retry.due)))
+        ),
     );
     body.push_str(&chart(&runs));
     body.push_str(

@@ -40,6 +40,8 @@ pub(crate) struct JobView {
     pub(crate) last: Option<HistoryEntry>,
     /// Failed and timed-out runs recorded in the last 24 hours.
     pub(crate) failures_24h: usize,
+    /// Its soonest retry of a failed run waiting in Redis, if any.
+    pub(crate) next_retry: Option<control::PendingRetry>,
 }
 
 impl JobView {
@@ -60,6 +62,7 @@ impl JobView {
             "last_instance": last.map(|e| e.instance.as_str()),
             "last_run": last.map(json::history_entry),
             "failures_24h": self.failures_24h,
+            "next_retry": self.next_retry.as_ref().map(json::pending_retry),
         })
     }
 
@@ -83,6 +86,12 @@ pub(crate) async fn jobs(client: &LockClient) -> Result<Vec<JobView>, ApiError> 
     for name in control::jobs(client).await? {
         by_name.entry(name.clone()).or_insert_with(|| unregistered(name));
     }
+    // Soonest first: the first one seen per job is its next.
+    for retry in control::all_pending_retries(client).await? {
+        if let Some(view) = by_name.get_mut(&retry.job) {
+            view.next_retry.get_or_insert(retry);
+        }
+    }
     for view in by_name.values_mut() {
         fill(client, view).await?;
     }
@@ -105,6 +114,7 @@ fn registered(job: lock_scheduler::control::RegisteredJob) -> JobView {
         paused: None,
         last: None,
         failures_24h: 0,
+        next_retry: None,
     }
 }
 
@@ -120,6 +130,7 @@ fn unregistered(name: String) -> JobView {
         paused: None,
         last: None,
         failures_24h: 0,
+        next_retry: None,
     }
 }
 
@@ -145,6 +156,7 @@ pub(crate) async fn job(client: &LockClient, name: &str) -> Result<JobView, ApiE
         None => return Err(unknown_job(name)),
     };
     fill(client, &mut view).await?;
+    view.next_retry = control::pending_retries(client, name).await?.into_iter().next();
     Ok(view)
 }
 

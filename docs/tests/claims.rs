@@ -44,11 +44,15 @@ fn the_contract_suite_counts_match_the_testing_chapter() {
 /// Every metric the crates record, with its labels, from their source: `metrics::counter!(
 /// "name", "label" => ...)` and the like.
 fn recorded_metrics() -> Vec<(String, Vec<String>)> {
-    let sources =
-        ["lock-core/src/telemetry.rs", "lock-core/src/conn/eviction.rs", "scheduler/src/job_metrics.rs"];
+    // Every source file of the published crates that records metrics.
+    let mut sources = Vec::new();
+    for dir in ["lock-core/src", "scheduler/src", "console/src", "lockctl/src"] {
+        rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(dir), &mut sources);
+    }
     let mut found: Vec<(String, Vec<String>)> = Vec::new();
     for source in sources {
-        let text = read(source);
+        let text =
+            fs::read_to_string(&source).unwrap_or_else(|e| panic!("reading {}: {e}", source.display()));
         for kind in ["counter!(", "gauge!(", "histogram!("] {
             for (at, _) in text.match_indices(&format!("metrics::{kind}")) {
                 let call = &text[at + "metrics::".len() + kind.len()..];
@@ -73,6 +77,18 @@ fn recorded_metrics() -> Vec<(String, Vec<String>)> {
         }
     }
     found
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())) {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
 }
 
 /// Where the call whose arguments `text` starts with ends: its `)`, nested calls skipped.

@@ -9,8 +9,10 @@
 //!                         force-release a lock, or one permit/reader/writer named by its
 //!                         token (asks first), says whom it was taken from
 //!   jobs                  jobs with their pause flag and last run
-//!   history <job> [-n N]  a job's last runs, newest first
+//!   history <job> [-n N]  a job's last runs (attempts, retries), newest first; pending retries
 //!   pause <job> [--force] pause a job on every replica (an unknown job only with --force)
+//!   backfill <job> --from T --to T [--force]
+//!                         run each slot between two instants once, as if on time
 //!   resume <job>          resume it
 //!   run <job>             one live replica runs the job once, now (through its lock)
 //!   serve [--listen A] [--read-only] [--token-file F] [--allow-host NAME]... [--token-for-reads]
@@ -135,6 +137,22 @@ enum Command {
     Run {
         /// The job's name.
         job: String,
+    },
+    /// Run every slot of a job between two instants once, as if on time, on the live replicas
+    /// of its group; slots its history shows already ran are refused unless --force. Recorded
+    /// in its history as backfill.
+    Backfill {
+        /// The job's name.
+        job: String,
+        /// The first instant (RFC 3339, e.g. 2026-12-01T00:00:00Z).
+        #[arg(long)]
+        from: String,
+        /// The last instant, included (RFC 3339).
+        #[arg(long)]
+        to: String,
+        /// Run slots that already ran, too.
+        #[arg(long)]
+        force: bool,
     },
     /// Serve the admin console: a web page and a JSON API (GET /api/openapi.json) for locks,
     /// jobs and replicas. Reads are open to loopback hosts (and --allow-host names); actions
@@ -298,6 +316,7 @@ async fn run(cli: Cli) -> Result<Output, CtlError> {
         Command::Jobs => jobs(&client).await,
         Command::History { job, count } => history(&client, &job, count).await,
         Command::Pause { job, force } => pause(&client, &job, force).await,
+        Command::Backfill { job, from, to, force } => backfill(&client, &job, &from, &to, force).await,
         Command::Run { job } => run_now(&client, &job).await,
         Command::Serve(args) => serve(client, args).await,
         Command::Token => new_token(),
@@ -532,12 +551,15 @@ fn confirm(prompt: &str, json_out: bool) -> bool {
 async fn jobs(client: &LockClient) -> Result<Output, CtlError> {
     let names = control::jobs(client).await?;
     let registered = control::registered_jobs(client).await?;
+    let retries = control::all_pending_retries(client).await?;
     let mut json = Vec::new();
     let mut rows = Vec::new();
     for name in &names {
         let paused = control::pause_state(client, name).await?;
         let last = control::history(client, name, 1).await?.into_iter().next();
         let job = registered.iter().find(|j| j.name == *name);
+        // Soonest first: the first one of the job is its next.
+        let next_retry = retries.iter().find(|r| r.job == *name);
         json.push(json!({
             "job": name,
             "schedule": job.map(|j| &j.cron),
@@ -546,6 +568,7 @@ async fn jobs(client: &LockClient) -> Result<Output, CtlError> {
             "paused": paused.paused.is_some(),
             "paused_info": paused.paused,
             "last_run": last.as_ref().map(history_entry),
+            "next_retry": next_retry.map(lock_console::json::pending_retry),
         }));
         rows.push(vec![
             name.clone(),
@@ -555,10 +578,14 @@ async fn jobs(client: &LockClient) -> Result<Output, CtlError> {
             last.as_ref().map_or_else(|| "-".into(), |e| e.instance.clone()),
             last.as_ref().map_or_else(|| "-".into(), |e| e.outcome.clone()),
             last.as_ref().map_or_else(|| "-".into(), |e| duration(e.duration)),
+            next_retry.map_or_else(
+                || "-".into(),
+                |r| format!("#{} at {}", r.attempt, slot_time(r.due.timestamp_millis())),
+            ),
         ]);
     }
     let text = format::table(
-        &["JOB", "SCHEDULE (FROM)", "PAUSED", "LAST SLOT", "INSTANCE", "OUTCOME", "DURATION"],
+        &["JOB", "SCHEDULE (FROM)", "PAUSED", "LAST SLOT", "INSTANCE", "OUTCOME", "DURATION", "NEXT RETRY"],
         &rows,
     );
     Ok(Output { json: Value::Array(json), text, code: if names.is_empty() { NOTHING } else { OK } })
@@ -575,14 +602,18 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
     // The schedule the running replicas use now, and where it came from (code, config or an
     // environment variable), above the runs it produced.
     let registered = control::registered_jobs(client).await?.into_iter().find(|j| j.name == job);
+    let retries = control::pending_retries(client, job).await?;
+    let paused = control::pause_state(client, job).await?.paused;
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|e| {
             vec![
                 slot_time(e.tick),
+                e.attempt.map_or_else(|| "-".into(), |a| a.to_string()),
                 e.instance.clone(),
-                e.outcome.clone(),
+                if e.backfill { format!("{} (backfill)", e.outcome) } else { e.outcome.clone() },
                 duration(e.duration),
+                retry_column(e),
                 e.error.clone().unwrap_or_default(),
             ]
         })
@@ -591,7 +622,23 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
         Some(r) => format!("schedule: {}\n", schedule_in_force(r)),
         None => "schedule: - (no running scheduler registers this job)\n".to_owned(),
     };
-    text.push_str(&format::table(&["SLOT", "INSTANCE", "OUTCOME", "DURATION", "ERROR"], &rows));
+    text.push_str(&format::table(
+        &["SLOT", "ATTEMPT", "INSTANCE", "OUTCOME", "DURATION", "RETRY", "ERROR"],
+        &rows,
+    ));
+    if let Some(paused) = &paused {
+        // Who paused it and why: an operator, or the job itself after failed slots in a row.
+        text.push_str(&format!("paused: {paused}\n"));
+    }
+    for retry in &retries {
+        text.push_str(&format!(
+            "pending: attempt {} of slot {} due at {} (group {})\n",
+            retry.attempt,
+            slot_time(retry.tick),
+            slot_time(retry.due.timestamp_millis()),
+            retry.group
+        ));
+    }
     Ok(Output {
         json: json!({
             "job": job,
@@ -599,6 +646,8 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
             "time_zone": registered.as_ref().map(|r| &r.time_zone),
             "schedule_origin": registered.as_ref().map(|r| r.origin.to_string()),
             "runs": entries.iter().map(history_entry).collect::<Vec<_>>(),
+            "pending_retries": retries.iter().map(lock_console::json::pending_retry).collect::<Vec<_>>(),
+            "paused_info": paused,
         }),
         text,
         code: if entries.is_empty() { NOTHING } else { OK },
@@ -630,6 +679,60 @@ fn new_token() -> Result<Output, CtlError> {
     getrandom::fill(&mut bytes).map_err(|e| CtlError::Random(e.to_string()))?;
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     Ok(Output { json: json!({ "token": token }), text: format!("{token}\n"), code: OK })
+}
+
+/// What a history entry says of retries: when the next attempt was due, or that the slot
+/// failed for good.
+fn retry_column(e: &control::HistoryEntry) -> String {
+    match (e.retry_at, e.gave_up) {
+        (Some(at), _) => format!("at {}", slot_time(at.timestamp_millis())),
+        (None, true) => "gave up".into(),
+        (None, false) => "-".into(),
+    }
+}
+
+/// `lockctl backfill <job> --from <t> --to <t> [--force]`.
+async fn backfill(
+    client: &LockClient,
+    job: &str,
+    from: &str,
+    to: &str,
+    force: bool,
+) -> Result<Output, CtlError> {
+    let instant = |text: &str, which: &str| {
+        chrono::DateTime::parse_from_rfc3339(text).map(|t| t.with_timezone(&chrono::Utc)).map_err(|e| {
+            CtlError::Usage(format!(
+                "--{which} {text:?} is not an RFC 3339 time ({e}): e.g. 2026-12-01T00:00:00Z"
+            ))
+        })
+    };
+    let (from, to) = (instant(from, "from")?, instant(to, "to")?);
+    let done = control::backfill(client, job, from, to, force).await?;
+    let times = |slots: &[chrono::DateTime<chrono::Utc>]| {
+        slots.iter().map(|t| slot_time(t.timestamp_millis())).collect::<Vec<_>>()
+    };
+    let mut text = format!(
+        "queued {} slot(s) of {job} for group {}; `lockctl history {job}` shows their runs\n",
+        done.queued.len(),
+        done.group
+    );
+    if !done.refused.is_empty() {
+        text.push_str(&format!(
+            "refused {} slot(s) that already ran (--force to run them again): {}\n",
+            done.refused.len(),
+            times(&done.refused).join(", ")
+        ));
+    }
+    Ok(Output {
+        json: json!({
+            "job": job,
+            "group": done.group,
+            "queued": times(&done.queued),
+            "refused": times(&done.refused),
+        }),
+        text,
+        code: if done.queued.is_empty() { NOTHING } else { OK },
+    })
 }
 
 /// `lockctl run <job>`.

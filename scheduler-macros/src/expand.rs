@@ -7,7 +7,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, ItemFn};
 
-use crate::options::{self, CatchUp, Options, When, combine};
+use crate::options::{self, CatchUp, Options, Overlap, When, combine};
 
 /// Parses, checks and expands; `attr_span` is where a missing schedule is reported.
 pub(crate) fn expand(args: TokenStream, item: TokenStream, attr_span: Span) -> syn::Result<TokenStream> {
@@ -88,16 +88,18 @@ fn check_function(function: &ItemFn, options: &Options) -> syn::Result<()> {
     }
     if distributed_lock(function) {
         for (option, span) in &options.lock_option_spans {
-            combine(
-                &mut errors,
-                syn::Error::new(
-                    *span,
-                    format!(
-                        "`{option}` configures the lock the scheduler takes, but this function's \
-                         `#[distributed_lock]` takes its own: set it there, or remove `#[distributed_lock]`"
-                    ),
-                ),
-            );
+            let message = if *option == "overlap" {
+                "`overlap` needs the lock the scheduler takes, but this function's `#[distributed_lock]` takes \
+                 its own, so its slots can only be skipped while it runs: remove `overlap`, or remove \
+                 `#[distributed_lock]` (the scheduler then takes `lock`)"
+                    .to_owned()
+            } else {
+                format!(
+                    "`{option}` configures the lock the scheduler takes, but this function's \
+                     `#[distributed_lock]` takes its own: set it there, or remove `#[distributed_lock]`"
+                )
+            };
+            combine(&mut errors, syn::Error::new(*span, message));
         }
     }
     match errors {
@@ -176,6 +178,47 @@ fn generate(function: &ItemFn, options: &Options) -> TokenStream {
         }
         None => quote!(::core::option::Option::None),
     };
+    let retry = match &options.retry {
+        Some(r) => {
+            let attempts = r.attempts;
+            let mut chain = quote!(#private::RetryPolicy::attempts(#attempts));
+            if let Some(base) = r.base {
+                let d = duration(base, &krate);
+                chain.extend(quote!(.base_delay(#d)));
+            }
+            if let Some(factor) = r.factor {
+                let f = proc_macro2::Literal::f64_suffixed(factor);
+                chain.extend(quote!(.factor(#f)));
+            }
+            if let Some(max) = r.max {
+                let d = duration(max, &krate);
+                chain.extend(quote!(.max_delay(#d)));
+            }
+            if let Some(jitter) = r.jitter {
+                let j = proc_macro2::Literal::f64_suffixed(jitter);
+                chain.extend(quote!(.jitter(#j)));
+            }
+            quote!(::core::option::Option::Some(#chain))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let pause_after_failures = match options.pause_after_failures {
+        Some(n) => quote!(::core::option::Option::Some(#n)),
+        None => quote!(::core::option::Option::None),
+    };
+    let overlap = match &options.overlap {
+        Some(Overlap::Skip) => quote!(::core::option::Option::Some(#private::Overlap::Skip)),
+        Some(Overlap::Allow) => quote!(::core::option::Option::Some(#private::Overlap::Allow)),
+        Some(Overlap::BufferOne) => quote!(::core::option::Option::Some(#private::Overlap::BufferOne)),
+        None => quote!(::core::option::Option::None),
+    };
+    let jitter = match options.jitter {
+        Some(d) => {
+            let d = duration(d, &krate);
+            quote!(::core::option::Option::Some(#d))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let group = match &options.group {
         Some(g) => quote!(::core::option::Option::Some(#g)),
         None => quote!(::core::option::Option::None),
@@ -223,6 +266,10 @@ fn generate(function: &ItemFn, options: &Options) -> TokenStream {
                     on_lost: #on_lost,
                     catch_up: #catch_up,
                     max_run_time: #max_run_time,
+                    retry: #retry,
+                    pause_after_failures: #pause_after_failures,
+                    overlap: #overlap,
+                    jitter: #jitter,
                 };
                 let job = #private::job(
                     declaration,

@@ -47,6 +47,10 @@ use proc_macro::TokenStream;
 /// | `on_lost = "continue"` | let a run whose lock is lost finish (default `"cancel"`) |
 /// | `catch_up = "latest 5m"` | missed slots: `"never"`, `"latest"` (within a minute), `"latest <duration>"`, `"each <count>"` |
 /// | `max_run_time = "10m"` | cancel a run that takes longer |
+/// | `retry = "3 every 10s x2 max 10m jitter 0.1"` | retry a failed run: attempts in all, then optionally the first delay, the factor, the longest delay, the jitter fraction (`RetryPolicy`; defaults 10 s, ×2, 10 m, 0.1) |
+/// | `pause_after_failures = "5"` | pause the job on every replica after this many slots in a row failed for good |
+/// | `overlap = "buffer_one"` | a slot that comes while the previous run goes on: `"skip"` (default), `"allow"`, `"buffer_one"`; not on a `#[distributed_lock]` fn |
+/// | `jitter = "30s"` | delay each slot's start by up to this, the same on every replica |
 /// | `group = "reports"` | the scheduler group whose `scheduled_jobs()` adds it (default: any) |
 /// | `crate = "my_app::lock_scheduler"` | where lock-scheduler is, when reached through a re-export |
 ///
@@ -59,7 +63,8 @@ use proc_macro::TokenStream;
 /// time zone are errors on the literal. So is every misuse: a function that is not `async`, a
 /// method, a generic function, an argument the scheduler cannot supply (it supplies
 /// `RunContext` and `State<T>`), `cron` with `every`, an unknown or repeated option, a lock
-/// option on a `#[distributed_lock]` function.
+/// option (or `overlap`) on a `#[distributed_lock]` function, a retry policy, failure count,
+/// overlap policy or jitter the scheduler would refuse.
 ///
 /// # Beside the function
 ///

@@ -13,11 +13,14 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Lit, LitStr, Meta, Path, Token};
 
 const OPTIONS: &str = "cron, every, offset, zone, name, lock, lease, wait, at_least, fencing, on_lost, \
-                       catch_up, max_run_time, group, crate";
+                       catch_up, max_run_time, retry, pause_after_failures, overlap, jitter, group, crate";
 
 /// The options that configure the lock the scheduler takes, which a `#[distributed_lock]` fn
 /// does not have (it takes its own).
-const LOCK_OPTIONS: [&str; 5] = ["lock", "lease", "wait", "at_least", "fencing"];
+const LOCK_OPTIONS: [&str; 6] = ["lock", "lease", "wait", "at_least", "fencing", "overlap"];
+
+/// Most attempts of a retry policy (the scheduler's `MAX_ATTEMPTS`).
+const MAX_ATTEMPTS: u32 = 100;
 
 /// When the job fires.
 pub(crate) enum When {
@@ -34,6 +37,23 @@ pub(crate) enum CatchUp {
     Each(u32),
 }
 
+/// A retry policy as written: `"<attempts> [every <base>] [x<factor>] [max <duration>]
+/// [jitter <fraction>]"`; what is left out keeps the scheduler's default.
+pub(crate) struct Retry {
+    pub(crate) attempts: u32,
+    pub(crate) base: Option<Duration>,
+    pub(crate) factor: Option<f64>,
+    pub(crate) max: Option<Duration>,
+    pub(crate) jitter: Option<f64>,
+}
+
+/// The overlap policy, as the scheduler's `Overlap`.
+pub(crate) enum Overlap {
+    Skip,
+    Allow,
+    BufferOne,
+}
+
 /// The validated arguments.
 pub(crate) struct Options {
     pub(crate) when: When,
@@ -46,6 +66,10 @@ pub(crate) struct Options {
     pub(crate) on_lost_continue: Option<bool>,
     pub(crate) catch_up: Option<CatchUp>,
     pub(crate) max_run_time: Option<Duration>,
+    pub(crate) retry: Option<Retry>,
+    pub(crate) pause_after_failures: Option<u32>,
+    pub(crate) overlap: Option<Overlap>,
+    pub(crate) jitter: Option<Duration>,
     pub(crate) group: Option<LitStr>,
     pub(crate) krate: Option<Path>,
     /// Where each lock option was given, to refuse them on a `#[distributed_lock]` fn.
@@ -67,6 +91,10 @@ struct Builder {
     on_lost: Option<bool>,
     catch_up: Option<CatchUp>,
     max_run_time: Option<Duration>,
+    retry: Option<Retry>,
+    pause_after_failures: Option<u32>,
+    overlap: Option<Overlap>,
+    jitter: Option<Duration>,
     group: Option<LitStr>,
     krate: Option<Path>,
     seen: Vec<String>,
@@ -103,6 +131,10 @@ pub(crate) fn parse(args: proc_macro2::TokenStream, attr_span: Span) -> syn::Res
         on_lost_continue: b.on_lost,
         catch_up: b.catch_up,
         max_run_time: b.max_run_time,
+        retry: b.retry,
+        pause_after_failures: b.pause_after_failures,
+        overlap: b.overlap,
+        jitter: b.jitter,
         group: b.group,
         krate: b.krate,
         lock_option_spans: b.lock_option_spans,
@@ -197,6 +229,35 @@ impl Builder {
                 });
             }
             "catch_up" => self.catch_up = Some(catch_up(&lit)?),
+            "retry" => self.retry = Some(retry(&lit)?),
+            "pause_after_failures" => match text.trim().parse::<u32>() {
+                Ok(n) if n > 0 => self.pause_after_failures = Some(n),
+                _ => {
+                    return Err(error(format!(
+                        "invalid pause_after_failures {text:?}: give how many failed slots in a row pause \
+                         the job, 1 or more, e.g. \"5\""
+                    )));
+                }
+            },
+            "overlap" => {
+                self.overlap = Some(match text.as_str() {
+                    "skip" => Overlap::Skip,
+                    "allow" => Overlap::Allow,
+                    "buffer_one" => Overlap::BufferOne,
+                    other => {
+                        return Err(error(format!(
+                            "invalid overlap {other:?}: expected \"skip\", \"allow\" or \"buffer_one\""
+                        )));
+                    }
+                });
+            }
+            "jitter" => {
+                let d = positive_duration(&lit, name)?;
+                if d > Duration::from_secs(24 * 60 * 60) {
+                    return Err(error(format!("`jitter` is {text:?}: give at most a day")));
+                }
+                self.jitter = Some(d);
+            }
             "crate" => {
                 let path = lit.parse_with(Path::parse_mod_style).map_err(|_| {
                     error(format!(
@@ -295,6 +356,55 @@ fn catch_up(lit: &LitStr) -> syn::Result<CatchUp> {
     }
 }
 
+/// `retry = "<attempts> [every <base>] [x<factor>] [max <duration>] [jitter <fraction>]"`, the
+/// rules of the scheduler's `RetryPolicy` checked here.
+fn retry(lit: &LitStr) -> syn::Result<Retry> {
+    let text = lit.value();
+    let error = |why: String| {
+        syn::Error::new_spanned(
+            lit,
+            format!(
+                "invalid retry {text:?}: {why}; expected \"<attempts> [every <delay>] [x<factor>] [max <delay>] \
+                 [jitter <fraction>]\", e.g. \"3 every 10s x2 max 10m\""
+            ),
+        )
+    };
+    let mut words = text.split_whitespace();
+    let attempts = match words.next().map(str::parse::<u32>) {
+        Some(Ok(n)) if (1..=MAX_ATTEMPTS).contains(&n) => n,
+        _ => return Err(error(format!("the attempts in all come first, 1 to {MAX_ATTEMPTS}"))),
+    };
+    let mut retry = Retry { attempts, base: None, factor: None, max: None, jitter: None };
+    while let Some(word) = words.next() {
+        let mut value = |what: &str| words.next().ok_or_else(|| error(format!("`{what}` needs a value")));
+        match word {
+            "every" => {
+                let d = parse_duration(value("every")?).map_err(|e| error(e.to_string()))?;
+                if d.is_zero() {
+                    return Err(error("the delay must be greater than zero".into()));
+                }
+                retry.base = Some(d);
+            }
+            "max" => retry.max = Some(parse_duration(value("max")?).map_err(|e| error(e.to_string()))?),
+            "jitter" => match value("jitter")?.parse::<f64>() {
+                Ok(j) if (0.0..=1.0).contains(&j) => retry.jitter = Some(j),
+                _ => return Err(error("the jitter is a fraction from 0 to 1".into())),
+            },
+            factor if factor.starts_with('x') => match factor[1..].parse::<f64>() {
+                Ok(f) if f.is_finite() && f >= 1.0 => retry.factor = Some(f),
+                _ => return Err(error("the factor (`x2`) is a number of at least 1".into())),
+            },
+            other => return Err(error(format!("unexpected `{other}`"))),
+        }
+    }
+    if let (Some(max), base) = (retry.max, retry.base.unwrap_or(Duration::from_secs(10)))
+        && max < base
+    {
+        return Err(error("`max` is shorter than the delay".into()));
+    }
+    Ok(retry)
+}
+
 fn positive_duration(lit: &LitStr, name: &str) -> syn::Result<Duration> {
     let d = parse_duration(&lit.value()).map_err(|e| syn::Error::new_spanned(lit, e.to_string()))?;
     if d.is_zero() {
@@ -313,6 +423,10 @@ fn example(name: &str) -> &'static str {
         "lock" => "lock = \"lock:daily-report\"",
         "on_lost" => "on_lost = \"continue\"",
         "catch_up" => "catch_up = \"latest 5m\"",
+        "retry" => "retry = \"3 every 10s x2 max 10m\"",
+        "pause_after_failures" => "pause_after_failures = \"5\"",
+        "overlap" => "overlap = \"buffer_one\"",
+        "jitter" => "jitter = \"30s\"",
         "group" => "group = \"reports\"",
         "crate" => "crate = \"my_app::lock_scheduler\"",
         _ => "max_run_time = \"10m\"",

@@ -7,11 +7,15 @@
 use std::sync::Arc;
 
 use lock_core::tick::{Claim, ClaimRequest};
-use lock_core::{LockClient, LockError};
+use lock_core::{LockClient, LockError, redis};
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
+use crate::command;
+use crate::error::ControlError;
+use crate::overlap::{self, Overlap};
 use crate::pause_check::PauseCheck;
+use crate::schema::CLAIM_SLOT;
 use crate::shared::JobEntry;
 
 /// What a run gets from its batch.
@@ -21,6 +25,10 @@ pub(crate) enum Share {
     Paused,
     /// How the claim went.
     Claim(Result<Claim, LockError>),
+    /// How the claim of an [`Overlap::Allow`](crate::overlap::Overlap::Allow) job's tick,
+    /// without its lock, went: `Ok(0)` claimed, `Ok(last)` claimed already (the last claimed
+    /// tick).
+    Slot(Result<i64, ControlError>),
 }
 
 /// The claims of one timer wake's runs, collected while the runs are spawned.
@@ -53,6 +61,10 @@ impl ClaimBatch {
                         claims.push((job, tick, tx));
                     }
                 }
+                // Jobs whose slots may overlap claim their tick without the lock, in a pipeline
+                // sent alongside the locks' claims: the wake still costs one round trip.
+                let (free, claims): (Vec<_>, Vec<_>) =
+                    claims.into_iter().partition(|(job, _, _)| job.overlap == Overlap::Allow);
                 let requests: Vec<ClaimRequest<'_>> = claims
                     .iter()
                     .filter_map(|(job, tick, _)| {
@@ -67,13 +79,45 @@ impl ClaimBatch {
                     tracing::error!("a batched claim without a lock key; the batch is not sent");
                     return;
                 }
-                let results = client.claim_ticks(&requests).await;
+                let (results, slots) =
+                    tokio::join!(client.claim_ticks(&requests), claim_slots(&client, &free));
                 drop(requests);
                 for ((_, _, tx), result) in claims.into_iter().zip(results) {
                     let _ = tx.send(Share::Claim(result));
                 }
+                for ((_, _, tx), slot) in free.into_iter().zip(slots) {
+                    let _ = tx.send(Share::Slot(slot));
+                }
             }
             .in_current_span(),
         );
+    }
+}
+
+/// Claims the ticks of `free` (jobs whose slots may overlap) without their locks, in one
+/// pipeline ([`overlap::claim_slot`]); per claim, its share.
+async fn claim_slots(
+    client: &LockClient,
+    free: &[(Arc<JobEntry>, i64, oneshot::Sender<Share>)],
+) -> Vec<Result<i64, ControlError>> {
+    if free.is_empty() {
+        return Vec::new();
+    }
+    let mut pipe = redis::pipe();
+    // Loaded in the same pipeline: a pipeline's EVALSHA is not retried after NOSCRIPT.
+    pipe.load_script(&CLAIM_SLOT).ignore();
+    for (job, tick, _) in free {
+        if let Some(lock) = &job.lock {
+            overlap::claim_slot(&mut pipe, &lock.key, *tick);
+        }
+    }
+    match command::query::<Vec<i64>>(client, "claiming slots", &pipe).await {
+        Ok(replies) if replies.len() == free.len() => replies.into_iter().map(Ok).collect(),
+        Ok(_) => free.iter().map(|_| Err(ControlError::Unavailable("claiming slots"))).collect(),
+        Err(e) => {
+            // Reported by each run as a failed claim; the cause is logged here, once.
+            tracing::warn!(error = %lock_core::ErrorChain(&e), claims = free.len(), "could not claim slots");
+            free.iter().map(|_| Err(ControlError::Unavailable("claiming slots"))).collect()
+        }
     }
 }

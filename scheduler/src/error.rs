@@ -148,6 +148,14 @@ pub enum ControlError {
         /// The job asked for.
         job: String,
     },
+    /// A backfill over a range that is empty, backwards, in the future or too long.
+    #[error("cannot backfill `{job}`: {reason}")]
+    InvalidBackfill {
+        /// The job asked for.
+        job: String,
+        /// What is wrong with the range, and what to give instead.
+        reason: String,
+    },
     /// No replica took the "run now" request in time; it was withdrawn, nothing ran.
     #[error("no replica took the request to run `{job}` within {within:?}; it was withdrawn and nothing ran")]
     NotTaken {

@@ -12,6 +12,8 @@ use futures_util::future::BoxFuture;
 use lock_core::{LockOptions, OnLost};
 
 use crate::job_args::{StateNeed, States};
+use crate::overlap::Overlap;
+use crate::retry::policy::RetryPolicy;
 use crate::schedule::catch_up::CatchUp;
 
 /// What a job's future may return: `()`, `Option<T>` (both always success) or `Result<T, E>`
@@ -52,6 +54,8 @@ pub struct RunContext {
     pub(crate) job: Arc<str>,
     pub(crate) slot: DateTime<Tz>,
     pub(crate) instance: Arc<str>,
+    /// 1 for the slot's first run, then 2, 3, ... for its retries ([`Job::retry`]).
+    pub(crate) attempt: u32,
 }
 
 impl RunContext {
@@ -70,9 +74,22 @@ impl RunContext {
         self.slot
     }
 
-    /// The tick: the slot in epoch milliseconds, as claimed in Redis (`{<key>}:tick`).
+    /// The tick: the slot in epoch milliseconds, as claimed in Redis (`{<key>}:tick`) by the
+    /// slot's first attempt (attempt `n` claims `tick + n - 1`, so that each attempt is claimed
+    /// once).
     pub fn tick(&self) -> i64 {
         self.slot.timestamp_millis()
+    }
+
+    /// Which attempt at the slot this is: 1 for its first run, 2 for the first retry, and so
+    /// on (see [`Job::retry`]). Always 1 for a job without a retry policy.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The tick this attempt claims: `tick() + attempt() - 1`.
+    pub(crate) fn claim_tick(&self) -> i64 {
+        self.tick() + i64::from(self.attempt.saturating_sub(1))
     }
 
     /// The instance id of the replica running it.
@@ -153,6 +170,12 @@ pub struct Job {
     pub(crate) on_lost: Option<OnLost>,
     pub(crate) catch_up: CatchUp,
     pub(crate) max_run_time: Option<Duration>,
+    pub(crate) retry: Option<RetryPolicy>,
+    pub(crate) pause_after_failures: Option<u32>,
+    pub(crate) overlap: Overlap,
+    pub(crate) jitter: Duration,
+    pub(crate) start_at: Option<DateTime<Utc>>,
+    pub(crate) end_at: Option<DateTime<Utc>>,
 }
 
 impl Job {
@@ -218,6 +241,12 @@ impl Job {
             on_lost: None,
             catch_up: CatchUp::default(),
             max_run_time: None,
+            retry: None,
+            pause_after_failures: None,
+            overlap: Overlap::Skip,
+            jitter: Duration::ZERO,
+            start_at: None,
+            end_at: None,
         }
     }
 
@@ -295,6 +324,93 @@ impl Job {
         self
     }
 
+    /// Retry a failed run (an error, a panic, a lost lock, a timeout) as `policy` says: each
+    /// attempt runs at most once across the replicas of the job's group, on whichever live
+    /// replica takes it when it is due (the pending retry is kept in Redis). Every attempt is an
+    /// entry in the run history; the body sees its number in [`RunContext::attempt`]. Default:
+    /// no retries. Manual ("run now") runs are not retried.
+    ///
+    /// Cost in Redis: nothing while runs succeed; per failed attempt with attempts left, one
+    /// round trip to add the retry; per due retry, one round trip to take it (shared by every
+    /// retry due in the same poll), then the run's own claim and release. Replicas read the due
+    /// retries in the pipeline they already send every
+    /// [`RUN_POLL`](crate::schema::RUN_POLL), so a retry starts up to that much after it is
+    /// due.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_scheduler::{Job, RetryPolicy};
+    ///
+    /// # async fn import() -> Result<(), std::io::Error> { Ok(()) }
+    /// let job = Job::new("import", "0 */15 * * * *", import)
+    ///     .lock("lock:import")
+    ///     .retry(RetryPolicy::attempts(3).base_delay(Duration::from_secs(30)));
+    /// ```
+    pub fn retry(mut self, policy: RetryPolicy) -> Job {
+        self.retry = Some(policy);
+        self
+    }
+
+    /// Pause the job on every replica after `failures` slots in a row failed for good (their
+    /// last attempt, after [`retry`](Self::retry), failed or timed out). The pause record says
+    /// why (`lockctl jobs --json`, `lockctl history`, the console show it); resuming the job
+    /// ([`control::resume`](crate::control::pause::resume), `lockctl resume`) clears the count,
+    /// and so does any successful run. Default: never. Must be at least 1.
+    ///
+    /// Cost in Redis: per successful run, one `DEL` in the pipeline that writes its history
+    /// entry (no round trip of its own); per slot failed for good, one round trip (a script
+    /// that counts it and pauses the job at the limit).
+    pub fn pause_after_failures(mut self, failures: u32) -> Job {
+        self.pause_after_failures = Some(failures);
+        self
+    }
+
+    /// What a slot does when it comes while the job's previous run is still going on (here or
+    /// on another replica): skipped (the default), run alongside it, or buffered until it ends.
+    /// See [`Overlap`] for each policy's cost in Redis round trips. A policy other than
+    /// [`Overlap::Skip`] needs the job's lock set with [`lock`](Self::lock).
+    ///
+    /// ```
+    /// use lock_scheduler::{Job, Overlap};
+    ///
+    /// # async fn export() {}
+    /// let job = Job::new("export", "0 * * * * *", export).lock("lock:export").overlap(Overlap::BufferOne);
+    /// ```
+    pub fn overlap(mut self, overlap: Overlap) -> Job {
+        self.overlap = overlap;
+        self
+    }
+
+    /// Delay each slot's start by up to `window`: the delay is a pure function of the job's
+    /// name and the slot, so every replica computes the same one and fires the slot at the same
+    /// moment (the preferred replica still claims first). Jobs on the same schedule then do not
+    /// all hit their dependencies in the same second. The slot (`RunContext::slot`, the
+    /// history's tick) stays the scheduled time; [`RunReport::jitter`](crate::report::RunReport::jitter)
+    /// says how long it was delayed, and the start lag metric leaves it out. Default: none. At
+    /// most a day; a window longer than the period makes slots overlap (see [`overlap`](Self::overlap)).
+    ///
+    /// No Redis cost: nothing is exchanged to agree on the delay.
+    pub fn jitter(mut self, window: Duration) -> Job {
+        self.jitter = window;
+        self
+    }
+
+    /// Run no slot before `start` (slots at `start` run): until then the job is scheduled but
+    /// idle, and no slot before it is reported missed. Default: from the scheduler's start.
+    /// No Redis cost.
+    pub fn start_at(mut self, start: DateTime<Utc>) -> Job {
+        self.start_at = Some(start);
+        self
+    }
+
+    /// Run no slot after `end` (a slot at `end` runs): the job then stops firing, on every
+    /// replica alike (each computes it from the schedule). Must be after
+    /// [`start_at`](Self::start_at) if both are set. Default: never. No Redis cost.
+    pub fn end_at(mut self, end: DateTime<Utc>) -> Job {
+        self.end_at = Some(end);
+        self
+    }
+
     /// The job's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -312,6 +428,12 @@ impl fmt::Debug for Job {
             .field("on_lost", &self.on_lost)
             .field("catch_up", &self.catch_up)
             .field("max_run_time", &self.max_run_time)
+            .field("retry", &self.retry)
+            .field("pause_after_failures", &self.pause_after_failures)
+            .field("overlap", &self.overlap)
+            .field("jitter", &self.jitter)
+            .field("start_at", &self.start_at)
+            .field("end_at", &self.end_at)
             .finish_non_exhaustive()
     }
 }

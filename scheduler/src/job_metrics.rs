@@ -38,7 +38,14 @@ impl Ran {
 impl JobMetrics {
     /// Records a slot of `job` that ended with `outcome` after `duration`, `lateness` after
     /// its slot.
-    pub(crate) fn record(&self, job: &str, outcome: &RunOutcome, duration: Duration, lateness: Duration) {
+    /// `lateness` is `None` for a retry (its start lag is not recorded).
+    pub(crate) fn record(
+        &self,
+        job: &str,
+        outcome: &RunOutcome,
+        duration: Duration,
+        lateness: Option<Duration>,
+    ) {
         if *outcome == RunOutcome::Ran {
             let recorder = metrics::with_recorder(|r| std::ptr::from_ref(r).cast::<()>() as usize);
             let mut cached = self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -48,7 +55,9 @@ impl JobMetrics {
             };
             ran.runs.increment(1);
             ran.duration.record(duration.as_secs_f64());
-            ran.lag.record(lateness.as_secs_f64());
+            if let Some(lateness) = lateness {
+                ran.lag.record(lateness.as_secs_f64());
+            }
             return;
         }
         let name = job.to_owned();
@@ -61,10 +70,29 @@ impl JobMetrics {
             o if o.ran_here() => {
                 metrics::histogram!("scheduler_run_duration_seconds", "job_name" => name.clone(), "outcome" => o.metric_label())
                     .record(duration.as_secs_f64());
-                metrics::histogram!("scheduler_start_lag_seconds", "job_name" => name)
-                    .record(lateness.as_secs_f64());
+                if let Some(lateness) = lateness {
+                    metrics::histogram!("scheduler_start_lag_seconds", "job_name" => name)
+                        .record(lateness.as_secs_f64());
+                }
             }
             _ => {}
         }
+    }
+
+    /// Counts a failed run whose next attempt was scheduled (`scheduler_retries_total`).
+    pub(crate) fn retry_scheduled(&self, job: &str) {
+        metrics::counter!("scheduler_retries_total", "job_name" => job.to_owned()).increment(1);
+    }
+
+    /// Counts a slot that failed for good, its attempts used up
+    /// (`scheduler_retries_exhausted_total`).
+    pub(crate) fn gave_up(&self, job: &str) {
+        metrics::counter!("scheduler_retries_exhausted_total", "job_name" => job.to_owned()).increment(1);
+    }
+
+    /// Counts the job pausing itself after failed slots in a row
+    /// (`scheduler_paused_on_failure_total`).
+    pub(crate) fn paused_on_failure(&self, job: &str) {
+        metrics::counter!("scheduler_paused_on_failure_total", "job_name" => job.to_owned()).increment(1);
     }
 }

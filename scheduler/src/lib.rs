@@ -11,15 +11,18 @@ mod command;
 pub mod control;
 mod declared;
 mod error;
+mod failures;
 mod handle;
 mod job;
 mod job_args;
 mod job_metrics;
 mod members;
+mod overlap;
 mod overrides;
 mod pause_check;
 mod recorder;
 mod report;
+mod retry;
 mod run;
 mod run_taker;
 mod schedule;
@@ -28,6 +31,7 @@ mod scheduler;
 pub mod schema;
 mod shared;
 mod signal;
+mod spread;
 mod state;
 mod ticks;
 mod timer;
@@ -42,14 +46,16 @@ pub use handle::SchedulerHandle;
 pub use job::{Job, JobOutput, RunContext};
 pub use job_args::{FromRun, MissingState, State, StateNeed, States};
 pub use lock_schedule::{CronField, Every, ScheduleError, When};
+pub use overlap::Overlap;
 pub use overrides::ScheduleOrigin;
 pub use report::{RunOutcome, RunReport, ShutdownReport};
+pub use retry::policy::{MAX_ATTEMPTS, RetryPolicy};
 pub use schedule::Schedule;
 pub use schedule::catch_up::{CatchUp, ON_TIME};
 pub use scheduler::{
     DEFAULT_CLAIM_GRACE, DEFAULT_GROUP, DEFAULT_SHUTDOWN_GRACE, Scheduler, SchedulerBuilder,
 };
-pub use schema::{HISTORY_LEN, HISTORY_TTL, RUN_PICKUP, RUN_REQUEST_TTL, history_key, pause_key};
+pub use schema::{HISTORY_LEN, HISTORY_TTL, RETRY_TTL, RUN_PICKUP, RUN_REQUEST_TTL, history_key, pause_key};
 pub use signal::{ShutdownSignal, ShutdownSignals, shutdown_signal};
 
 /// The `chrono` crate slots are expressed in.

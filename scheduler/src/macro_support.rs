@@ -13,6 +13,8 @@ pub use std::time::Duration;
 pub use crate::declared::Registration;
 pub use crate::job::RunContext;
 pub use crate::job_args::{FromRun, MissingState, StateNeed, States};
+pub use crate::overlap::Overlap;
+pub use crate::retry::policy::RetryPolicy;
 pub use crate::schedule::catch_up::CatchUp;
 
 use crate::job::{Job, JobBody, JobOutput, Timing};
@@ -40,6 +42,14 @@ pub struct Declaration {
     pub catch_up: Option<CatchUp>,
     /// The maximum run time.
     pub max_run_time: Option<Duration>,
+    /// How failed runs are retried.
+    pub retry: Option<RetryPolicy>,
+    /// How many slots failed for good in a row pause the job.
+    pub pause_after_failures: Option<u32>,
+    /// What a slot does while the previous run goes on.
+    pub overlap: Option<Overlap>,
+    /// The jitter window.
+    pub jitter: Option<Duration>,
 }
 
 /// The job of `declaration`, running `body` (which extracts the fn's arguments and calls it) at
@@ -75,6 +85,18 @@ where
     }
     if let Some(limit) = declaration.max_run_time {
         job = job.max_run_time(limit);
+    }
+    if let Some(policy) = declaration.retry {
+        job = job.retry(policy);
+    }
+    if let Some(failures) = declaration.pause_after_failures {
+        job = job.pause_after_failures(failures);
+    }
+    if let Some(overlap) = declaration.overlap {
+        job = job.overlap(overlap);
+    }
+    if let Some(window) = declaration.jitter {
+        job = job.jitter(window);
     }
     job
 }

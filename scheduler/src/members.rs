@@ -22,7 +22,7 @@ use tracing::Instrument;
 
 use crate::command;
 use crate::error::ControlError;
-use crate::schema::{ANNOUNCE, MEMBER_TTL, jobs_key, members_key, runs_key};
+use crate::schema::{ANNOUNCE, MEMBER_TTL, jobs_key, members_key, retries_key, runs_key};
 use crate::state::State;
 
 /// How often a replica renews its announcement.
@@ -42,6 +42,8 @@ pub(crate) struct Members {
     jobs_key: String,
     /// The group's pending "run now" requests.
     runs_key: String,
+    /// The group's pending retries.
+    retries_key: String,
     instance: Arc<str>,
     /// The members as last read, with when each announcement lapses on this process's
     /// monotonic clock; sorted.
@@ -54,6 +56,7 @@ impl Members {
             key: members_key(group),
             jobs_key: jobs_key(group),
             runs_key: runs_key(group),
+            retries_key: retries_key(group),
             seen: RwLock::new(Arc::from(Vec::new())),
             instance,
         }
@@ -109,6 +112,11 @@ impl Members {
     /// The group's run requests key.
     pub(crate) fn runs_key(&self) -> &str {
         &self.runs_key
+    }
+
+    /// The group's pending retries key.
+    pub(crate) fn retries_key(&self) -> &str {
+        &self.retries_key
     }
 
     /// Withdraws this replica (at shutdown), so the others stop preferring it at once.

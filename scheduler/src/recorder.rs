@@ -16,10 +16,11 @@ use crate::command::{self, query};
 use crate::report::RunOutcome;
 use crate::schema::{self, HISTORY_LEN, HISTORY_TTL, field, history_key};
 
-/// Whether a run with this outcome goes into the history: runs (whatever their end), missed
-/// slots and paused slots; not the skips of replicas that lost the race for a slot.
+/// Whether a run with this outcome goes into the history: runs (whatever their end), missed,
+/// paused and buffered slots; not the skips of replicas that lost the race for a slot.
 pub(crate) fn recorded(outcome: &RunOutcome) -> bool {
-    outcome.ran_here() || matches!(outcome, RunOutcome::Missed(_) | RunOutcome::SkippedPaused)
+    outcome.ran_here()
+        || matches!(outcome, RunOutcome::Missed(_) | RunOutcome::SkippedPaused | RunOutcome::Buffered)
 }
 
 /// One run to append to its job's history.
@@ -31,6 +32,17 @@ pub(crate) struct Record {
     pub(crate) duration: Duration,
     /// A manual run's request id and requester.
     pub(crate) manual: Option<(Arc<str>, Arc<str>)>,
+    /// The attempt at the slot, for jobs with a retry policy.
+    pub(crate) attempt: Option<u32>,
+    /// When the next attempt is due (epoch ms), if one was scheduled.
+    pub(crate) retry_at: Option<i64>,
+    /// The attempt failed and was the last one allowed.
+    pub(crate) gave_up: bool,
+    /// A backfill run of a past slot.
+    pub(crate) backfill: bool,
+    /// Delete the job's count of failed slots in a row (a success of a job that pauses on
+    /// failure), in the same pipeline.
+    pub(crate) reset_failures: bool,
 }
 
 /// Most runs written in one pipeline.
@@ -181,7 +193,19 @@ async fn write<'a>(
 /// entries, and the history's expiry; without, the entry only if the stream exists (the
 /// `XADD` then replies nil). Returns whether it added any (not for an invalid job name).
 fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) -> bool {
-    let Record { job, tick, instance, outcome, duration, manual } = record;
+    let Record {
+        job,
+        tick,
+        instance,
+        outcome,
+        duration,
+        manual,
+        attempt,
+        retry_at,
+        gave_up,
+        backfill,
+        reset_failures,
+    } = record;
     let Ok(key) = history_key(job) else { return false };
     let xadd = pipe.cmd("XADD").arg(&key);
     if renew {
@@ -215,6 +239,18 @@ fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) -> bool 
     if let Some((id, by)) = manual {
         xadd.arg(field::MANUAL_BY).arg(&**by).arg(field::REQUEST).arg(&**id);
     }
+    if let Some(attempt) = attempt {
+        xadd.arg(field::ATTEMPT).arg(*attempt);
+    }
+    if let Some(at) = retry_at {
+        xadd.arg(field::RETRY_AT).arg(*at);
+    }
+    if *gave_up {
+        xadd.arg(field::GAVE_UP).arg(1);
+    }
+    if *backfill {
+        xadd.arg(field::BACKFILL).arg(1);
+    }
     if renew {
         pipe.cmd("PEXPIRE").arg(&key).arg(HISTORY_TTL.as_millis() as u64).ignore();
     }
@@ -234,6 +270,9 @@ fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) -> bool 
         }
         zrem.ignore();
         pipe.cmd("PEXPIRE").arg(&counts).arg(schema::FAILURES_TTL.as_millis() as u64).ignore();
+    }
+    if *reset_failures && let Ok(failures) = schema::failure_streak_key(job) {
+        pipe.cmd("DEL").arg(failures).ignore();
     }
     true
 }

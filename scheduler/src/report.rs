@@ -18,6 +18,9 @@ pub enum RunOutcome {
     SkippedTickDone,
     /// This replica's previous run of the job was still going; the slot was skipped.
     SkippedStillRunning,
+    /// The job's previous run was still going (here or elsewhere): the slot was buffered, and
+    /// runs right after that run ends ([`Overlap::BufferOne`](crate::overlap::Overlap::BufferOne)).
+    Buffered,
     /// The job was paused (see [`control::pause`](crate::control::pause::pause)); every
     /// replica skips its slots until it is resumed.
     SkippedPaused,
@@ -37,14 +40,15 @@ pub enum RunOutcome {
 
 impl RunOutcome {
     /// The short label used in logs: `ran`, `skipped: held`, `skipped: tick done`,
-    /// `skipped: still running`, `skipped: paused`, `missed`, `failed`, `cancelled`,
-    /// `timed out`.
+    /// `skipped: still running`, `buffered`, `skipped: paused`, `missed`, `failed`,
+    /// `cancelled`, `timed out`.
     pub fn label(&self) -> &'static str {
         match self {
             RunOutcome::Ran => "ran",
             RunOutcome::SkippedHeld => "skipped: held",
             RunOutcome::SkippedTickDone => "skipped: tick done",
             RunOutcome::SkippedStillRunning => "skipped: still running",
+            RunOutcome::Buffered => "buffered",
             RunOutcome::SkippedPaused => "skipped: paused",
             RunOutcome::Missed(_) => "missed",
             RunOutcome::Failed(_) => "failed",
@@ -54,13 +58,14 @@ impl RunOutcome {
     }
 
     /// The outcome as a Prometheus label value: `ran`, `skipped_held`, `skipped_tick_done`,
-    /// `skipped_still_running`, `skipped_paused`, `missed`, `failed`, `cancelled`, `timed_out`.
+    /// `skipped_still_running`, `buffered`, `skipped_paused`, `missed`, `failed`, `cancelled`, `timed_out`.
     pub fn metric_label(&self) -> &'static str {
         match self {
             RunOutcome::Ran => "ran",
             RunOutcome::SkippedHeld => "skipped_held",
             RunOutcome::SkippedTickDone => "skipped_tick_done",
             RunOutcome::SkippedStillRunning => "skipped_still_running",
+            RunOutcome::Buffered => "buffered",
             RunOutcome::SkippedPaused => "skipped_paused",
             RunOutcome::Missed(_) => "missed",
             RunOutcome::Failed(_) => "failed",
@@ -106,12 +111,23 @@ pub struct RunReport {
     pub outcome: RunOutcome,
     /// When the scheduler's clock said the slot fired here.
     pub fired_at: DateTime<Utc>,
-    /// How long after its slot it fired (`fired_at - slot`).
+    /// How long after its slot it fired (`fired_at - slot`), its jitter included.
     pub lateness: Duration,
+    /// The delay the job's jitter window ([`Job::jitter`](crate::job::Job::jitter)) gave this
+    /// slot: the same on every replica. The start lag metric is `lateness - jitter`.
+    pub jitter: Duration,
     /// How long the run took (lock, job and release); zero for slots that did not start a run.
     pub duration: Duration,
     /// Who asked for it, for a manual ("run now") run; `slot` is then the time of the request.
     pub manual_by: Option<String>,
+    /// Which attempt at the slot this was: 1 for its first run, 2 and up for its retries
+    /// ([`Job::retry`](crate::job::Job::retry)).
+    pub attempt: u32,
+    /// When the next attempt is due, if this one failed and another was scheduled.
+    pub retry_at: Option<DateTime<Utc>>,
+    /// Whether this attempt failed and was the last one its retry policy allows (failed for
+    /// good).
+    pub gave_up: bool,
 }
 
 /// What [`SchedulerHandle::shutdown`](crate::handle::SchedulerHandle::shutdown) did.

@@ -17,10 +17,14 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::batch::{ClaimBatch, Share};
+use crate::failures;
 use crate::job::RunContext;
+use crate::overlap::{self, Overlap};
 use crate::pause_check::PauseCheck;
 use crate::report::RunOutcome;
-use crate::shared::{JobEntry, Manual, Shared};
+use crate::retry::pending;
+use crate::schema::{BACKFILL_ATTEMPT, RUN_POLL};
+use crate::shared::{Attempt, JobEntry, Manual, Origin, Shared};
 
 /// A run in flight for a job on this replica.
 pub(crate) struct Running {
@@ -43,8 +47,14 @@ pub(crate) enum Start {
     /// the tick (the job's configured lock, or the lock its fn takes).
     Single(PauseCheck),
     /// The wake's [`ClaimBatch`] checked the pause flag and claimed
-    /// the tick with the job's lock.
+    /// the tick with the job's lock (or, for an [`Overlap::Allow`] job, without it).
     Batched(oneshot::Receiver<Share>),
+    /// `pause` answers whether the job is paused; then the job runs without its lock or a tick
+    /// claim: a retry of an [`Overlap::Allow`] job, which runs once because one replica took it.
+    Unclaimed(PauseCheck),
+    /// `pause` answers whether the job is paused; then the job runs under its lock without a
+    /// tick claim: a backfill run, which runs once because one replica took it.
+    Backfill(PauseCheck),
 }
 
 impl Start {
@@ -73,17 +83,53 @@ pub(crate) fn spawn(
     fired_at: DateTime<Utc>,
     start: Start,
 ) -> Running {
+    spawn_attempt(shared, job, slot, fired_at, start, 1)
+}
+
+/// Spawns attempt `attempt` (2 and up) of `slot` of `job`, a retry this replica took from the
+/// group's pending retries: checked against the pause flag, then run like a slot's run,
+/// claiming its own tick ([`RunContext::claim_tick`]) in its first locked section.
+pub(crate) fn spawn_retry(
+    shared: &Arc<Shared>,
+    job: &Arc<JobEntry>,
+    slot: DateTime<Utc>,
+    attempt: u32,
+) -> Running {
+    let (answer, pause) = PauseCheck::pending();
+    PauseCheck::answer(answer, shared.client.clone(), vec![job.name.clone()]);
+    let start = if job.overlap == Overlap::Allow { Start::Unclaimed(pause) } else { Start::Single(pause) };
+    spawn_attempt(shared, job, slot, shared.clock.now(), start, attempt)
+}
+
+/// Spawns a backfill run of past `slot` of `job` this replica took: checked against the pause
+/// flag, then run under the job's lock without claiming a tick (the job's claimed tick is past
+/// it; taking it from the group's queue is what makes it run once), recorded as a backfill.
+pub(crate) fn spawn_backfill(shared: &Arc<Shared>, job: &Arc<JobEntry>, slot: DateTime<Utc>) -> Running {
+    let (answer, pause) = PauseCheck::pending();
+    PauseCheck::answer(answer, shared.client.clone(), vec![job.name.clone()]);
+    spawn_attempt(shared, job, slot, shared.clock.now(), Start::Backfill(pause), 1)
+}
+
+fn spawn_attempt(
+    shared: &Arc<Shared>,
+    job: &Arc<JobEntry>,
+    slot: DateTime<Utc>,
+    fired_at: DateTime<Utc>,
+    start: Start,
+    attempt: u32,
+) -> Running {
     let local = slot.with_timezone(&job.schedule.time_zone());
     let span = tracing::info_span!(
         parent: None,
         "job_run",
         job = %job.name,
         tick = %local.to_rfc3339(),
+        attempt,
         instance = %shared.instance,
         outcome = tracing::field::Empty,
         duration_ms = tracing::field::Empty,
     );
-    let ctx = RunContext { job: job.name.clone(), slot: local, instance: shared.instance.clone() };
+    let ctx = RunContext { job: job.name.clone(), slot: local, instance: shared.instance.clone(), attempt };
     let (shared_, job_) = (shared.clone(), job.clone());
     let handle = tokio::spawn(
         async move {
@@ -171,6 +217,8 @@ async fn run(
 ) -> RunOutcome {
     let started = Instant::now();
     let slot = ctx.slot();
+    let ctx_attempt = ctx.attempt;
+    let mut attempt = Attempt::nth(ctx_attempt);
     let ran = match start {
         Start::Single(mut pause) => {
             if pause.is_paused(&job.name).await {
@@ -179,8 +227,36 @@ async fn run(
                 Some(run_locked(&shared, &job, ctx, Locking::Scope { claim: true }).await)
             }
         }
+        Start::Backfill(mut pause) => {
+            attempt.backfill = true;
+            if pause.is_paused(&job.name).await {
+                None
+            } else {
+                Some(run_locked(&shared, &job, ctx, Locking::Scope { claim: false }).await)
+            }
+        }
+        Start::Unclaimed(mut pause) => {
+            if pause.is_paused(&job.name).await {
+                None
+            } else {
+                Some(run_locked(&shared, &job, ctx, Locking::Free).await)
+            }
+        }
         Start::Batched(share) => match share.await {
             Ok(Share::Paused) => None,
+            Ok(Share::Slot(Ok(0))) => Some(run_locked(&shared, &job, ctx, Locking::Free).await),
+            Ok(Share::Slot(Ok(last_tick))) => {
+                Some((Some(Ok(Ok(()))), Some(TickOutcome::Claimed { last_tick })))
+            }
+            Ok(Share::Slot(Err(e))) => Some((
+                Some(Ok(Ok(()))),
+                Some(TickOutcome::LockFailed(LockError::Redis {
+                    action: "claiming the slot's tick".into(),
+                    source: lock_core::redis::RedisError::from(std::io::Error::other(
+                        lock_core::ErrorChain(&e).to_string(),
+                    )),
+                })),
+            )),
             Ok(Share::Claim(Ok(Claim::Claimed(claimed)))) => {
                 Some(run_locked(&shared, &job, ctx, Locking::Claimed(claimed)).await)
             }
@@ -213,6 +289,22 @@ async fn run(
         }
         Some((None, _)) => RunOutcome::TimedOut(job.max_run_time.unwrap_or_default()),
     };
+    // A slot of a BufferOne job that found the previous run holding the lock waits for it.
+    let mut first_buffered = false;
+    let outcome = match outcome {
+        RunOutcome::SkippedHeld
+            if job.overlap == Overlap::BufferOne && ctx_attempt == 1 && !attempt.backfill =>
+        {
+            match overlap::buffer_slot(&shared, &job, slot).await {
+                Some(first) => {
+                    first_buffered = first;
+                    RunOutcome::Buffered
+                }
+                None => RunOutcome::SkippedHeld,
+            }
+        }
+        other => other,
+    };
     let duration = started.elapsed();
     match &outcome {
         RunOutcome::SkippedHeld => job.may_be_held.store(true, Ordering::Relaxed),
@@ -220,9 +312,96 @@ async fn run(
         _ => {}
     }
     log_outcome(&job, slot, &outcome, duration);
-    shared.record(&job, slot, &outcome, duration).await;
-    shared.report(&job, slot, fired_at, outcome.clone(), duration);
+    after_attempt(&shared, &job, slot, &outcome, &mut attempt).await;
+    // A slot fails for good when no retry follows its failed attempt.
+    let failed_for_good =
+        matches!(outcome, RunOutcome::Failed(_) | RunOutcome::TimedOut(_)) && attempt.retry_at.is_none();
+    if let Some(limit) = job.pause_after_failures
+        && failed_for_good
+    {
+        failures::count(&shared, &job, limit, &outcome).await;
+    }
+    // Each replica that found the slot held buffers it; one records it.
+    if outcome != RunOutcome::Buffered || first_buffered {
+        shared.record_attempt(&job, slot, &outcome, duration, &attempt).await;
+    }
+    shared.report_run(&job, slot, fired_at, outcome.clone(), duration, Origin::Slot(&attempt));
+    if job.overlap == Overlap::BufferOne && outcome.ran_here() {
+        // The lock is released: a slot buffered from now on finds it free and starts itself.
+        overlap::run_buffered(&shared, &job, slot.timestamp_millis()).await;
+    }
     outcome
+}
+
+/// What a job with a retry policy does after `attempt` at `slot` ended with `outcome`: a failed
+/// attempt with attempts left adds the next one to the group's pending retries (and
+/// `attempt.retry_at` says when it is due), the last one gives up; a retry that found the lock
+/// held (a later slot's run, say) is put back for the same attempt after the same wait.
+async fn after_attempt(
+    shared: &Shared,
+    job: &JobEntry,
+    slot: DateTime<Utc>,
+    outcome: &RunOutcome,
+    attempt: &mut Attempt,
+) {
+    let tick = slot.timestamp_millis();
+    if attempt.backfill {
+        if *outcome == RunOutcome::SkippedHeld {
+            // Another run holds the lock (another backfilled slot, say): the slot waits a poll.
+            let (now, retries) = (shared.clock.now(), shared.members.retries_key());
+            let due = now + chrono::TimeDelta::from_std(RUN_POLL).unwrap_or_default();
+            if let Err(e) =
+                pending::add(&shared.client, retries, &job.name, tick, BACKFILL_ATTEMPT, due, now).await
+            {
+                tracing::warn!(error = %lock_core::ErrorChain(&e), "could not put a backfill slot back: it is dropped");
+            }
+        }
+        return;
+    }
+    let Some(policy) = &job.retry else { return };
+    let next = match outcome {
+        RunOutcome::Failed(_) | RunOutcome::TimedOut(_) if attempt.number < policy.attempts => {
+            attempt.number + 1
+        }
+        RunOutcome::Failed(_) | RunOutcome::TimedOut(_) => {
+            attempt.gave_up = true;
+            tracing::error!(
+                attempts = attempt.number,
+                "the slot failed for good: its last attempt ({} of {}) failed",
+                attempt.number,
+                policy.attempts
+            );
+            return;
+        }
+        RunOutcome::SkippedHeld if attempt.number > 1 => attempt.number,
+        _ => return,
+    };
+    let now = shared.clock.now();
+    let delay = policy.jittered_delay(&job.name, tick, next);
+    let due = now + chrono::TimeDelta::from_std(delay).unwrap_or(chrono::TimeDelta::MAX);
+    match pending::add(&shared.client, shared.members.retries_key(), &job.name, tick, next, due, now).await {
+        Ok(()) if next == attempt.number => {
+            tracing::info!(retry_at = %due.to_rfc3339(), "the job's lock is held: the retry waits again");
+        }
+        Ok(()) => {
+            attempt.retry_at = Some(due);
+            tracing::info!(
+                next_attempt = next,
+                retry_at = %due.to_rfc3339(),
+                "attempt {} of {} failed: retrying in {delay:?} on whichever replica takes it",
+                attempt.number,
+                policy.attempts
+            );
+        }
+        Err(e) => {
+            attempt.gave_up = true;
+            tracing::error!(
+                error = %lock_core::ErrorChain(&e),
+                "attempt {} failed and its retry could not be scheduled: the slot is not retried",
+                attempt.number
+            );
+        }
+    }
 }
 
 /// Spawns a manual ("run now") run of `job` that this replica took: the job under its lock,
@@ -242,7 +421,8 @@ pub(crate) fn spawn_manual(shared: &Arc<Shared>, job: &Arc<JobEntry>, manual: Ma
         outcome = tracing::field::Empty,
         duration_ms = tracing::field::Empty,
     );
-    let ctx = RunContext { job: job.name.clone(), slot: local, instance: shared.instance.clone() };
+    let ctx =
+        RunContext { job: job.name.clone(), slot: local, instance: shared.instance.clone(), attempt: 1 };
     let fired_at = shared.clock.now();
     let (shared, job) = (shared.clone(), job.clone());
     let handle = tokio::spawn(
@@ -269,7 +449,14 @@ pub(crate) fn spawn_manual(shared: &Arc<Shared>, job: &Arc<JobEntry>, manual: Ma
                 other => tracing::info!(outcome = other.label(), "manual run of the job: {other}"),
             }
             shared.record_manual(&job, &manual, &outcome, duration).await;
-            shared.report_run(&job, requested, fired_at, outcome.clone(), duration, Some(&manual.by));
+            shared.report_run(
+                &job,
+                requested,
+                fired_at,
+                outcome.clone(),
+                duration,
+                Origin::Manual(&manual.by),
+            );
             outcome
         }
         .instrument(span.clone()),
@@ -285,6 +472,9 @@ enum Locking {
     Scope { claim: bool },
     /// Under the lock the slot's batch took, its tick claimed.
     Claimed(ClaimedTick),
+    /// Without the job's lock (an [`Overlap::Allow`] job), its tick claimed by the batch (or
+    /// none, for a retry).
+    Free,
 }
 
 /// What a batched claim that did not take the lock means for the run, as its first locked
@@ -308,15 +498,16 @@ async fn run_locked(
     ctx: RunContext,
     locking: Locking,
 ) -> (Option<Caught>, Option<TickOutcome>) {
-    let tick = ctx.tick();
+    let tick = ctx.claim_tick();
     let func = job.func.clone();
     // The job's closure is called inside the lock, at the body's first poll.
     let body = async move { func(ctx).await.map_err(Failure::Job) };
     let lock = job.lock.clone();
     let client = shared.client.clone();
-    let (claim, claimed) = match locking {
-        Locking::Scope { claim } => (Some(claim), None),
-        Locking::Claimed(claimed) => (None, Some(claimed)),
+    let (claim, claimed, lock) = match locking {
+        Locking::Scope { claim } => (Some(claim), None, lock),
+        Locking::Claimed(claimed) => (None, Some(claimed), lock),
+        Locking::Free => (None, None, None),
     };
     // Boxed: the nested lock and job futures are otherwise deep enough to overflow rustc's
     // query depth limit in a clean (non-incremental) build. One allocation per run.
@@ -404,6 +595,12 @@ fn log_outcome(job: &JobEntry, slot: DateTime<Utc>, outcome: &RunOutcome, durati
             outcome = "skipped: tick done",
             duration_ms,
             "this tick already ran on another instance, skipping"
+        ),
+        RunOutcome::Buffered => tracing::info!(
+            job = %job,
+            tick = %tick,
+            outcome = "buffered",
+            "the previous run still holds the lock: the slot is buffered and runs when it ends"
         ),
         RunOutcome::SkippedPaused => tracing::info!(
             job = %job,

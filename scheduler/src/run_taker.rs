@@ -13,9 +13,10 @@ use tracing::Instrument;
 
 use crate::command;
 use crate::error::ControlError;
+use crate::retry::pending;
 use crate::run;
 use crate::schema::{self, MEMBER_TTL, RUN_POLL, TAKE_RUN};
-use crate::shared::{Manual, Shared};
+use crate::shared::{JobEntry, Manual, Shared};
 use crate::state::State;
 use crate::timer::jobs::Command;
 
@@ -63,9 +64,12 @@ async fn poll(
     timer: &mpsc::UnboundedSender<Command>,
 ) -> Result<(), ControlError> {
     let (jobs_key, runs_key) = (shared.members.jobs_key(), shared.members.runs_key());
+    let retries_key = shared.members.retries_key();
     let mut pipe = redis::pipe();
     pipe.cmd("HGETALL").arg(runs_key).cmd("EXISTS").arg(jobs_key);
-    let (requests, exists): (HashMap<String, String>, bool) =
+    // The due retries, in the same round trip: waiting retries cost no extra one.
+    pending::read_due(&mut pipe, retries_key, shared.clock.now());
+    let (requests, exists, due): (HashMap<String, String>, bool, Vec<String>) =
         command::query_within(&shared.client, "looking for run-now requests", &pipe, RUN_POLL * 4).await?;
     let jobs = shared.jobs();
     let now: BTreeSet<Arc<str>> = jobs.iter().map(|j| j.name.clone()).collect();
@@ -92,6 +96,7 @@ async fn poll(
             .await?;
         *registered = now;
     }
+    take_retries(shared, &jobs, &due, timer).await?;
     for (name, stored) in requests {
         let Some(job) = jobs.iter().find(|j| *j.name == *name) else { continue };
         let Some((id, by, at_ms)) = schema::parse_run_request(&stored) else { continue };
@@ -113,6 +118,43 @@ async fn poll(
             // goes on detached, as the shutdown it missed had nothing to wait for.
             let _ = timer.send(Command::Adopt(job.clone(), run));
         }
+    }
+    Ok(())
+}
+
+/// Takes the due retries (`due`, as read) of this replica's jobs, all in one round trip, and
+/// runs those it took. Retries of jobs this replica does not have are left to the replicas
+/// that do.
+async fn take_retries(
+    shared: &Arc<Shared>,
+    jobs: &[Arc<JobEntry>],
+    due: &[String],
+    timer: &mpsc::UnboundedSender<Command>,
+) -> Result<(), ControlError> {
+    let ours: Vec<(&str, &Arc<JobEntry>, i64, u32)> = due
+        .iter()
+        .filter_map(|member| {
+            let (name, tick, attempt) = schema::parse_retry_member(member)?;
+            let job = jobs.iter().find(|j| *j.name == *name)?;
+            Some((member.as_str(), job, tick, attempt))
+        })
+        .collect();
+    if ours.is_empty() {
+        return Ok(());
+    }
+    let members: Vec<&str> = ours.iter().map(|(member, ..)| *member).collect();
+    let taken = pending::take(&shared.client, shared.members.retries_key(), &members, RUN_POLL * 4).await?;
+    for ((_, job, tick, attempt), taken) in ours.into_iter().zip(taken) {
+        let Some(slot) = chrono::DateTime::from_timestamp_millis(tick).filter(|_| taken) else { continue };
+        let run = if attempt == schema::BACKFILL_ATTEMPT {
+            tracing::info!(job = %job.name, tick, "took a backfill slot");
+            run::spawn_backfill(shared, job, slot)
+        } else {
+            tracing::info!(job = %job.name, tick, attempt, "took a due retry");
+            run::spawn_retry(shared, job, slot, attempt)
+        };
+        // Waited for (or cancelled) at shutdown, as a "run now" run.
+        let _ = timer.send(Command::Adopt(job.clone(), run));
     }
     Ok(())
 }

@@ -197,6 +197,7 @@ impl SchedulerBuilder {
                 registry: Mutex::new(Vec::new()),
                 recorder: Recorder::new(),
                 resync: std::sync::OnceLock::new(),
+                commands: std::sync::OnceLock::new(),
                 reports,
                 overrides: self.overrides,
                 states,
@@ -294,6 +295,7 @@ impl Scheduler {
         // Slots up to now are not ours, whenever the timer first gets to run.
         let started = truncate(self.shared.clock.now());
         self.shared.with_registry(|registry| registry.clone_from(&self.jobs));
+        let _ = self.shared.commands.set(commands_tx.clone());
         run_taker::spawn_taker(self.shared.clone(), state_rx.clone(), commands_tx.clone());
         let (resync_tx, resync_rx) = mpsc::unbounded_channel();
         let _ = self.shared.resync.set(resync_tx);

@@ -14,11 +14,15 @@ use crate::job::{JobFn, JobLock};
 use crate::job_args::States;
 use crate::job_metrics::JobMetrics;
 use crate::members::Members;
+use crate::overlap::Overlap;
 use crate::overrides::{Overrides, ScheduleOrigin};
 use crate::recorder::{self, Recorder};
 use crate::report::{RunOutcome, RunReport};
+use crate::retry::policy::RetryPolicy;
+use crate::run::Running;
 use crate::schedule::Schedule;
 use crate::schedule::catch_up::CatchUp;
+use crate::timer::jobs::Command;
 
 /// Everything the timer and runs of one scheduler share.
 pub(crate) struct Shared {
@@ -33,6 +37,9 @@ pub(crate) struct Shared {
     pub(crate) recorder: Recorder,
     /// Asks the timer to re-read a job's last claimed tick (set when the timer starts).
     pub(crate) resync: std::sync::OnceLock<mpsc::UnboundedSender<Arc<str>>>,
+    /// The timer's commands (set when it starts): runs started outside it are adopted through
+    /// it, so that shutdown waits for them.
+    pub(crate) commands: std::sync::OnceLock<mpsc::UnboundedSender<Command>>,
     pub(crate) reports: broadcast::Sender<RunReport>,
     /// The schedule overrides and state given to the builder, for jobs added at run time too.
     pub(crate) overrides: Overrides,
@@ -55,6 +62,14 @@ impl Shared {
         }
     }
 
+    /// Hands a run started outside the timer (a buffered slot) to the timer, which waits for it
+    /// (or cancels it) at shutdown; without a timer it goes on detached.
+    pub(crate) fn adopt(&self, job: &Arc<JobEntry>, run: Running) {
+        if let Some(tx) = self.commands.get() {
+            let _ = tx.send(Command::Adopt(job.clone(), run));
+        }
+    }
+
     /// Changes the registry under its lock.
     pub(crate) fn with_registry<T>(&self, f: impl FnOnce(&mut Vec<Arc<JobEntry>>) -> T) -> T {
         match self.registry.lock() {
@@ -74,10 +89,10 @@ impl Shared {
         outcome: RunOutcome,
         duration: Duration,
     ) {
-        self.report_run(job, slot, fired_at, outcome, duration, None);
+        self.report_run(job, slot, fired_at, outcome, duration, Origin::Slot(&Attempt::nth(1)));
     }
 
-    /// As [`report`](Self::report), for a manual run too (`manual_by`: who asked for it).
+    /// As [`report`](Self::report), for any attempt at a slot, or a manual run.
     pub(crate) fn report_run(
         &self,
         job: &JobEntry,
@@ -85,10 +100,28 @@ impl Shared {
         fired_at: DateTime<Utc>,
         outcome: RunOutcome,
         duration: Duration,
-        manual_by: Option<&str>,
+        origin: Origin<'_>,
     ) {
+        let first = Attempt::nth(1);
+        let (attempt, manual_by) = match origin {
+            Origin::Slot(attempt) => (attempt, None),
+            Origin::Manual(by) => (&first, Some(by)),
+        };
         let lateness = (fired_at - slot).to_std().unwrap_or_default();
-        job.metrics.record(&job.name, &outcome, duration, lateness);
+        // A slot's own jitter delays it on purpose: not part of its start lag.
+        let jitter = if manual_by.is_none() && attempt.number <= 1 {
+            job.jitter(slot).to_std().unwrap_or_default()
+        } else {
+            Duration::ZERO
+        };
+        // A retry starts its backoff after its slot, not late: its start lag is not the slot's.
+        let lag = (attempt.number <= 1).then_some(lateness.saturating_sub(jitter));
+        job.metrics.record(&job.name, &outcome, duration, lag);
+        if attempt.gave_up {
+            job.metrics.gave_up(&job.name);
+        } else if attempt.retry_at.is_some() {
+            job.metrics.retry_scheduled(&job.name);
+        }
         // Built only for subscribers: most schedulers have none.
         if self.reports.receiver_count() == 0 {
             return;
@@ -103,6 +136,10 @@ impl Shared {
             lateness,
             duration,
             manual_by: manual_by.map(str::to_owned),
+            attempt: attempt.number,
+            jitter,
+            retry_at: attempt.retry_at,
+            gave_up: attempt.gave_up,
         });
     }
 }
@@ -116,6 +153,18 @@ impl Shared {
         outcome: &RunOutcome,
         duration: Duration,
     ) {
+        self.record_attempt(job, slot, outcome, duration, &Attempt::nth(1)).await;
+    }
+
+    /// As [`record`](Self::record), for `attempt` at the slot.
+    pub(crate) async fn record_attempt(
+        &self,
+        job: &JobEntry,
+        slot: DateTime<Utc>,
+        outcome: &RunOutcome,
+        duration: Duration,
+        attempt: &Attempt,
+    ) {
         if recorder::recorded(outcome) {
             self.recorder
                 .record(recorder::Record {
@@ -125,6 +174,12 @@ impl Shared {
                     outcome: outcome.clone(),
                     duration,
                     manual: None,
+                    attempt: job.retry.is_some().then_some(attempt.number),
+                    retry_at: attempt.retry_at.map(|at| at.timestamp_millis()),
+                    gave_up: attempt.gave_up,
+                    backfill: attempt.backfill,
+                    // A success ends a run of failures (see `failures`).
+                    reset_failures: job.pause_after_failures.is_some() && *outcome == RunOutcome::Ran,
                 })
                 .await;
         }
@@ -147,8 +202,42 @@ impl Shared {
                 outcome: outcome.clone(),
                 duration,
                 manual: Some((manual.id.clone(), manual.by.clone())),
+                attempt: None,
+                retry_at: None,
+                gave_up: false,
+                backfill: false,
+                reset_failures: false,
             })
             .await;
+    }
+}
+
+/// What a reported run was.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Origin<'a> {
+    /// An attempt at a slot.
+    Slot(&'a Attempt),
+    /// A manual ("run now") run, asked for by this.
+    Manual(&'a str),
+}
+
+/// Which attempt at its slot a run was, and what its failure led to.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Attempt {
+    /// 1 for the slot's first run.
+    pub(crate) number: u32,
+    /// When the next attempt is due, if one was scheduled.
+    pub(crate) retry_at: Option<DateTime<Utc>>,
+    /// It failed, and was the last attempt allowed.
+    pub(crate) gave_up: bool,
+    /// A backfill run of a past slot ([`control::backfill`](crate::control::backfill::backfill)).
+    pub(crate) backfill: bool,
+}
+
+impl Attempt {
+    /// Attempt `number`, nothing decided yet.
+    pub(crate) fn nth(number: u32) -> Attempt {
+        Attempt { number, ..Attempt::default() }
     }
 }
 
@@ -159,6 +248,19 @@ pub(crate) struct Manual {
     pub(crate) by: Arc<str>,
     /// When it was requested, epoch ms.
     pub(crate) at_ms: i64,
+}
+
+impl JobEntry {
+    /// How long after `slot` it fires: a pure function of the job's name and the slot, in
+    /// `[0, window)`, whole milliseconds, so every replica computes the same one and the claim
+    /// still races fairly.
+    pub(crate) fn jitter(&self, slot: DateTime<Utc>) -> chrono::TimeDelta {
+        if self.jitter.is_zero() {
+            return chrono::TimeDelta::zero();
+        }
+        let unit = crate::spread::unit(&self.name, &[slot.timestamp_millis()]);
+        chrono::TimeDelta::milliseconds((self.jitter.as_millis() as f64 * unit) as i64)
+    }
 }
 
 /// A validated job.
@@ -173,6 +275,18 @@ pub(crate) struct JobEntry {
     pub(crate) lock: Option<JobLock>,
     pub(crate) catch_up: CatchUp,
     pub(crate) max_run_time: Option<Duration>,
+    /// How its failed runs are retried (`None`: they are not).
+    pub(crate) retry: Option<RetryPolicy>,
+    /// What its slots do while its previous run goes on.
+    pub(crate) overlap: Overlap,
+    /// The window its slots' starts are spread over ([`Job::jitter`](crate::job::Job::jitter)).
+    pub(crate) jitter: Duration,
+    /// No slot before this runs ([`Job::start_at`](crate::job::Job::start_at)).
+    pub(crate) start_at: Option<DateTime<Utc>>,
+    /// No slot after this runs ([`Job::end_at`](crate::job::Job::end_at)).
+    pub(crate) end_at: Option<DateTime<Utc>>,
+    /// How many slots failed for good in a row pause it (`None`: never).
+    pub(crate) pause_after_failures: Option<u32>,
     /// Whether the "this job takes no lock" warning was logged (so: it takes none).
     pub(crate) warned_unlocked: AtomicBool,
     /// Whether a run of the job is in flight on this replica.

@@ -67,6 +67,41 @@ pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, S
             reason: "the maximum run time is zero: give a positive duration".into(),
         });
     }
+    if let Some(problem) = job.retry.as_ref().and_then(|policy| policy.problem()) {
+        return Err(SchedulerError::InvalidJob { job: job.name.clone(), reason: problem });
+    }
+    if job.overlap != crate::overlap::Overlap::Skip && lock.is_none() {
+        return Err(SchedulerError::InvalidJob {
+            job: job.name.clone(),
+            reason: format!(
+                "overlap {:?} needs the scheduler to know the job's lock: call `.lock(key)` (a fn annotated \
+                 with #[distributed_lock] takes its own, which only `Overlap::Skip` works with)",
+                job.overlap
+            ),
+        });
+    }
+    if job.jitter > std::time::Duration::from_secs(24 * 60 * 60) {
+        return Err(SchedulerError::InvalidJob {
+            job: job.name.clone(),
+            reason: format!("the jitter window is {:?}: give at most a day", job.jitter),
+        });
+    }
+    if let (Some(start), Some(end)) = (job.start_at, job.end_at)
+        && end < start
+    {
+        return Err(SchedulerError::InvalidJob {
+            job: job.name.clone(),
+            reason: format!("its end time ({end}) is before its start time ({start}): swap or fix them"),
+        });
+    }
+    if job.pause_after_failures == Some(0) {
+        return Err(SchedulerError::InvalidJob {
+            job: job.name.clone(),
+            reason: "pause_after_failures is 0: give the number of failed slots in a row (1 or more) that \
+                     pause the job"
+                .into(),
+        });
+    }
     Ok(Some(JobEntry {
         name: job.name.into(),
         function: job.function,
@@ -76,6 +111,12 @@ pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, S
         lock,
         catch_up: job.catch_up,
         max_run_time: job.max_run_time,
+        retry: job.retry,
+        pause_after_failures: job.pause_after_failures,
+        overlap: job.overlap,
+        jitter: job.jitter,
+        start_at: job.start_at,
+        end_at: job.end_at,
         warned_unlocked: AtomicBool::new(false),
         running: AtomicBool::new(false),
         may_be_held: AtomicBool::new(true),

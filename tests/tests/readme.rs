@@ -48,9 +48,12 @@ fn the_key_table_spells_every_name_the_scheduler_schema_builds() {
         sched::pause_key(job).expect("a valid name"),
         sched::missed_key(job).expect("a valid name"),
         sched::failures_key(job).expect("a valid name"),
+        sched::failure_streak_key(job).expect("a valid name"),
+        sched::buffered_key(job).expect("a valid name"),
         sched::members_key("<group>"),
         sched::jobs_key("<group>"),
         sched::runs_key("<group>"),
+        sched::retries_key("<group>"),
     ];
     for name in names {
         assert!(table.contains(&format!("`{name}`")), "the key table lacks {name}");

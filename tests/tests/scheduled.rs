@@ -343,3 +343,28 @@ async fn a_bad_schedule_in_the_environment_is_a_start_up_error() {
         assert!(stderr.contains(needle), "{needle:?} in: {stderr}");
     }
 }
+
+/// Retries, pause on failure, overlap and jitter, declared in the attribute.
+#[scheduled(
+    every = "5s",
+    name = "semantics-declared",
+    group = "semantics",
+    retry = "4 every 2s x3 max 1m jitter 0.2",
+    pause_after_failures = "5",
+    overlap = "buffer_one",
+    jitter = "1500ms"
+)]
+async fn semantics_declared() {}
+
+#[test]
+fn retry_pause_overlap_and_jitter_declared_in_the_attribute_reach_the_job() {
+    let job = format!("{:?}", semantics_declared::job());
+    for expected in [
+        "retry: Some(RetryPolicy { attempts: 4, base_delay: 2s, factor: 3.0, max_delay: 60s, jitter: 0.2 })",
+        "pause_after_failures: Some(5)",
+        "overlap: BufferOne",
+        "jitter: 1.5s",
+    ] {
+        assert!(job.contains(expected), "`{expected}` in {job}");
+    }
+}

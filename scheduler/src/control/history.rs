@@ -33,6 +33,15 @@ pub struct HistoryEntry {
     pub manual_by: Option<String>,
     /// The "run now" request a manual run served.
     pub request: Option<String>,
+    /// Which attempt at the slot it was (1 for the first run), for jobs with a retry policy
+    /// ([`Job::retry`](crate::job::Job::retry)); `None` for the others.
+    pub attempt: Option<u32>,
+    /// When the next attempt was due, if this one failed and another was scheduled.
+    pub retry_at: Option<DateTime<Utc>>,
+    /// It failed, and was the last attempt its retry policy allowed: the slot failed for good.
+    pub gave_up: bool,
+    /// A run of a past slot asked for by a [`backfill`](crate::control::backfill::backfill).
+    pub backfill: bool,
 }
 
 /// The last `n` runs of `job`, newest first.
@@ -79,6 +88,10 @@ fn entry(id: String, fields: Vec<(String, String)>) -> HistoryEntry {
         error: get(field::ERROR),
         manual_by: get(field::MANUAL_BY),
         request: get(field::REQUEST),
+        attempt: get(field::ATTEMPT).and_then(|a| a.parse().ok()),
+        retry_at: get(field::RETRY_AT).and_then(|t| t.parse().ok()).and_then(DateTime::from_timestamp_millis),
+        gave_up: get(field::GAVE_UP).is_some_and(|v| v == "1"),
+        backfill: get(field::BACKFILL).is_some_and(|v| v == "1"),
     }
 }
 

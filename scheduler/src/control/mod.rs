@@ -4,6 +4,8 @@
 //! - pause and resume a job on every replica at once ([`pause`], [`resume`], [`pause_state`]);
 //! - read its run history ([`history`], [`history_since`], [`jobs`]);
 //! - run it once now on one live replica ([`run_now`], [`request_run`], [`wait_taken`]);
+//! - run every slot between two instants once, as if on time ([`backfill`]);
+//! - see the retries of failed runs waiting for their time ([`pending_retries`], [`all_pending_retries`]);
 //! - see which jobs and replicas the running scheduler groups announce ([`registered_jobs`],
 //!   [`replicas`]).
 //!
@@ -21,13 +23,17 @@
 //! # Ok(()) }
 //! ```
 
+pub(crate) mod backfill;
 pub(crate) mod directory;
 pub(crate) mod history;
 pub(crate) mod pause;
+pub(crate) mod retries;
 pub(crate) mod run_now;
 
 pub use crate::error::ControlError;
+pub use backfill::{Backfill, backfill};
 pub use directory::{RegisteredJob, Replica, registered_jobs, replicas};
 pub use history::{HistoryEntry, failures_last_day, history, history_since, jobs};
 pub use pause::{PauseState, pause, pause_by, pause_state, resume};
+pub use retries::{PendingRetry, all_pending_retries, pending_retries};
 pub use run_now::{RunRequest, request_run, run_now, wait_taken};

@@ -7,7 +7,7 @@ use lock_core::redis;
 
 use crate::command::query;
 use crate::error::ControlError;
-use crate::schema::pause_key;
+use crate::schema::{failure_streak_key, pause_key};
 
 /// Whether a job is paused, and since when.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,11 +35,14 @@ pub async fn pause(client: &LockClient, job: &str) -> Result<(), ControlError> {
     pause_by(client, job, client.instance_id()).await
 }
 
-/// Resumes a paused `job`; returns whether it was paused.
+/// Resumes a paused `job`; returns whether it was paused. Also clears its count of failed
+/// slots in a row ([`Job::pause_after_failures`](crate::job::Job::pause_after_failures)), so a
+/// job paused by its failures gets the whole count again.
 pub async fn resume(client: &LockClient, job: &str) -> Result<bool, ControlError> {
     let key = pause_key(job)?;
     let mut pipe = redis::pipe();
-    pipe.cmd("DEL").arg(&key);
+    // Same hash tag: one round trip on Cluster too.
+    pipe.cmd("DEL").arg(&key).cmd("DEL").arg(failure_streak_key(job)?).ignore();
     let (deleted,): (i64,) = query(client, "resuming a job", &pipe).await?;
     Ok(deleted == 1)
 }

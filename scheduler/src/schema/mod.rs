@@ -8,12 +8,15 @@
 //! | key | type | content | expiry |
 //! |---|---|---|---|
 //! | [`pause_key`] `scheduler:{job:<name>}:paused` | string | who paused it and when | none while paused (deleted by resume) |
+//! | [`failure_streak_key`] `scheduler:{job:<name>}:failure_streak` | string | the job's slots failed for good in a row (deleted by a success and by resume) | [`FAILURE_STREAK_TTL`] after the last failure |
+//! | [`buffered_key`] `scheduler:{job:<name>}:buffered` | string | the slot (epoch ms) buffered behind a running run ([`Overlap::BufferOne`](crate::overlap::Overlap::BufferOne)), taken by that run's end | [`BUFFERED_TTL`] |
 //! | [`missed_key`] `scheduler:{job:<name>}:missed` | string | the latest missed slot recorded (so replicas record it once) | [`MISSED_TTL`] |
 //! | [`failures_key`] `scheduler:{job:<name>}:failures` | zset | hour (since the epoch, UTC) -> failed and timed-out runs recorded in it, counted with their history entries; hours older than a day dropped by the next count | [`FAILURES_TTL`] after the last failure |
 //! | [`history_key`] `scheduler:{job:<name>}:history` | stream | one entry per run, fields in [`field`] | [`HISTORY_TTL`] after the last entry, give or take a minute (each replica renews it at most once a minute); trimmed to about [`HISTORY_LEN`] entries once a minute |
 //! | [`members_key`] `scheduler:{group:<name>}:members` | zset | instance id -> when its announcement lapses (server clock, ms) | [`MEMBER_TTL`] after the last announcement |
 //! | [`jobs_key`] `scheduler:{group:<name>}:jobs` | hash | job name -> its schedule in force ([`registry_entry`]: `<schedule>\t<time zone>\t<origin>`), written by the replicas that have the job | as the member set |
 //! | [`runs_key`] `scheduler:{group:<name>}:runs` | hash | job name -> a pending "run now" request (`<id>\t<by>\t<ms>`), removed by the replica that takes it | [`RUN_REQUEST_TTL`] |
+//! | [`retries_key`] `scheduler:{group:<name>}:retries` | zset | a pending retry ([`retry_member`]: `<job>\t<slot ms>\t<attempt>`) -> when it is due (epoch ms), removed by the replica that takes it | [`RETRY_TTL`] after the latest due time written |
 
 #[cfg(test)]
 mod script_tests;
@@ -38,6 +41,14 @@ pub const HISTORY_TTL: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 /// ([`lock_core::schema::TICK_TTL`]), since no older slot is ever reported missed.
 pub const MISSED_TTL: Duration = lock_core::schema::TICK_TTL;
 
+/// How long a job's count of failed slots in a row outlives the last failure: as long as a
+/// claimed tick ([`lock_core::schema::TICK_TTL`]).
+pub const FAILURE_STREAK_TTL: Duration = lock_core::schema::TICK_TTL;
+
+/// How long a buffered slot waits for the run it is buffered behind to end
+/// ([`Overlap::BufferOne`](crate::overlap::Overlap::BufferOne)).
+pub const BUFFERED_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// How long a replica's announcement in its group lasts: a replica that stopped renewing
 /// (crashed, partitioned) stops being preferred for runs after at most this, on every replica
 /// at once. Lock-core's default liveness TTL, so that by the time a crashed replica's locks
@@ -54,6 +65,16 @@ pub const RUN_POLL: Duration = Duration::from_millis(500);
 /// How long a requester waits for a replica to take its "run now" request.
 pub const RUN_PICKUP: Duration = Duration::from_secs(3);
 
+/// The attempt number that marks a pending entry as a backfill run, not a retry.
+pub const BACKFILL_ATTEMPT: u32 = 0;
+
+/// Most slots one backfill call may queue.
+pub const MAX_BACKFILL: usize = 1000;
+
+/// How long a group's pending retries outlive the latest due time written to them: long
+/// enough for a group whose replicas are all down for a while to find them on return.
+pub const RETRY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// Longest job name, in bytes (it is part of three keys).
 pub use lock_schedule::MAX_JOB_NAME_LEN;
 
@@ -69,6 +90,8 @@ const FAILURES: &str = "}:failures";
 const PAUSED: &str = "}:paused";
 const HISTORY: &str = "}:history";
 const MISSED: &str = "}:missed";
+const FAILURE_STREAK: &str = "}:failure_streak";
+const BUFFERED: &str = "}:buffered";
 
 /// The fields of a run history entry.
 pub mod field {
@@ -87,6 +110,14 @@ pub mod field {
     pub const MANUAL_BY: &str = "manual_by";
     /// The id of the "run now" request a manual run served.
     pub const REQUEST: &str = "request";
+    /// The attempt (1 for the slot's first run), for jobs with a retry policy.
+    pub const ATTEMPT: &str = "attempt";
+    /// When the next attempt of a failed run is due (epoch ms), if one was scheduled.
+    pub const RETRY_AT: &str = "retry_at";
+    /// `1` on a failed run that used up its attempts (failed for good).
+    pub const GAVE_UP: &str = "gave_up";
+    /// `1` on a run of a slot asked for by a backfill.
+    pub const BACKFILL: &str = "backfill";
 }
 
 /// Why `name` cannot name a job, if it cannot: the one rule the scheduler (at build time),
@@ -128,6 +159,18 @@ pub fn missed_key(job: &str) -> Result<String, ControlError> {
     job_key(job, MISSED)
 }
 
+/// The Redis key of `job`'s count of slots failed for good in a row
+/// ([`Job::pause_after_failures`](crate::job::Job::pause_after_failures)); not to be confused
+/// with [`failures_key`], the console's failures per hour.
+pub fn failure_streak_key(job: &str) -> Result<String, ControlError> {
+    job_key(job, FAILURE_STREAK)
+}
+
+/// The Redis key of `job`'s slot buffered behind its running run.
+pub fn buffered_key(job: &str) -> Result<String, ControlError> {
+    job_key(job, BUFFERED)
+}
+
 /// The `SCAN` pattern matching every job's keys.
 pub fn job_keys_pattern() -> String {
     format!("{JOB_PREFIX}*")
@@ -162,6 +205,29 @@ pub fn jobs_key(group: &str) -> String {
 /// The Redis key of `group`'s pending "run now" requests.
 pub fn runs_key(group: &str) -> String {
     format!("scheduler:{{group:{group}}}:runs")
+}
+
+/// The Redis key of `group`'s pending retries (due time -> [`retry_member`]).
+pub fn retries_key(group: &str) -> String {
+    format!("scheduler:{{group:{group}}}:retries")
+}
+
+/// The group a pending-retries key belongs to (`None` for any other key).
+pub fn group_of_retries(key: &str) -> Option<&str> {
+    key.strip_prefix("scheduler:{group:")?.strip_suffix("}:retries")
+}
+
+/// A pending retry as stored in [`retries_key`]: `<job>\t<slot ms>\t<attempt>`. Attempt `0`
+/// marks a backfill run of the slot ([`BACKFILL_ATTEMPT`]).
+pub fn retry_member(job: &str, tick: i64, attempt: u32) -> String {
+    format!("{job}\t{tick}\t{attempt}")
+}
+
+/// A stored retry's job, slot (epoch ms) and attempt.
+pub fn parse_retry_member(member: &str) -> Option<(&str, i64, u32)> {
+    let (rest, attempt) = member.rsplit_once('\t')?;
+    let (job, tick) = rest.rsplit_once('\t')?;
+    Some((job, tick.parse().ok()?, attempt.parse().ok()?))
 }
 
 /// The `SCAN` pattern matching every group's job registry.
@@ -222,6 +288,10 @@ pub mod lua {
     pub const REQUEST_RUN: &str = include_str!("lua/request_run.lua");
     /// `take_run.lua`: take (or withdraw) a pending run request, once.
     pub const TAKE_RUN: &str = include_str!("lua/take_run.lua");
+    /// `claim_slot.lua`: claim a tick without the lock (`Overlap::Allow`).
+    pub const CLAIM_SLOT: &str = include_str!("lua/claim_slot.lua");
+    /// `count_failure.lua`: count a slot failed for good; pause the job at the limit.
+    pub const COUNT_FAILURE: &str = include_str!("lua/count_failure.lua");
 }
 
 /// See [`lua::ANNOUNCE`].
@@ -232,6 +302,12 @@ pub(crate) static REQUEST_RUN: LazyLock<Script> = LazyLock::new(|| Script::new(l
 
 /// See [`lua::TAKE_RUN`].
 pub(crate) static TAKE_RUN: LazyLock<Script> = LazyLock::new(|| Script::new(lua::TAKE_RUN));
+
+/// See [`lua::CLAIM_SLOT`].
+pub(crate) static CLAIM_SLOT: LazyLock<Script> = LazyLock::new(|| Script::new(lua::CLAIM_SLOT));
+
+/// See [`lua::COUNT_FAILURE`].
+pub(crate) static COUNT_FAILURE: LazyLock<Script> = LazyLock::new(|| Script::new(lua::COUNT_FAILURE));
 
 /// See [`lua::RECORD_MISSED`].
 pub(crate) static RECORD_MISSED: LazyLock<Script> = LazyLock::new(|| Script::new(lua::RECORD_MISSED));
@@ -245,6 +321,7 @@ mod tests {
         assert_eq!(pause_key("daily-report").ok().as_deref(), Some("scheduler:{job:daily-report}:paused"));
         assert_eq!(history_key("daily-report").ok().as_deref(), Some("scheduler:{job:daily-report}:history"));
         assert_eq!(missed_key("daily-report").ok().as_deref(), Some("scheduler:{job:daily-report}:missed"));
+        assert_eq!(failures_key("r").ok().as_deref(), Some("scheduler:{job:r}:failures"));
         for key in [pause_key("a:b}c"), history_key("a:b}c")] {
             assert_eq!(job_of_key(&key.expect("valid")), Some("a:b}c"));
         }
@@ -255,6 +332,9 @@ mod tests {
         assert_eq!(group_of_members(&members_key("g")), Some("g"));
         assert_eq!(group_of_registry(&members_key("g")), None);
         assert_eq!(runs_key("g"), "scheduler:{group:g}:runs");
+        assert_eq!(retries_key("g"), "scheduler:{group:g}:retries");
+        assert_eq!(parse_retry_member(&retry_member("a\tb", 42, 3)), Some(("a\tb", 42, 3)));
+        assert_eq!(parse_retry_member("x\t1"), None);
         let entry = registry_entry("0 0 * * * *", "Europe/Lisbon", "env SCHEDULE_X");
         assert_eq!(parse_registry_entry(&entry), Some(("0 0 * * * *", "Europe/Lisbon", "env SCHEDULE_X")));
         assert_eq!(

@@ -103,3 +103,26 @@ fn a_run_request_needs_the_job_and_a_live_member_and_is_taken_once() {
     assert_eq!(take(&mut con, &first), 0, "at most once");
     assert_eq!(server.cli(&["HEXISTS", &runs, "report"]), "0");
 }
+
+#[test]
+fn count_failure_pauses_at_the_limit_once_and_keeps_an_operators_pause() {
+    let (server, mut con) = start();
+    let (count, pause) = (failure_streak_key("j").expect("valid"), pause_key("j").expect("valid"));
+    let fail = |con: &mut Connection| -> (i64, i64) {
+        COUNT_FAILURE.key(&count).key(&pause).arg(3).arg(60_000).arg("auto").invoke(con).expect("script")
+    };
+    assert_eq!(fail(&mut con), (1, 0));
+    assert_eq!(fail(&mut con), (2, 0));
+    assert_eq!(fail(&mut con), (3, 1), "paused at the third");
+    assert_eq!(server.cli(&["GET", &pause]).trim(), "auto");
+    assert_eq!(fail(&mut con), (4, 0), "already paused: not again");
+    let pttl: i64 = con.pttl(&count).expect("PTTL");
+    assert!((1..=60_000).contains(&pttl), "the count expires: {pttl}");
+    // An operator's pause is kept as it is.
+    server.cli(&["SET", &pause, "by ana"]);
+    server.cli(&["DEL", &count]);
+    for _ in 0..3 {
+        fail(&mut con);
+    }
+    assert_eq!(server.cli(&["GET", &pause]).trim(), "by ana");
+}

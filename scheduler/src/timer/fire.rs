@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::batch::ClaimBatch;
+use crate::overlap::{self, Overlap};
 use crate::pause_check::PauseCheck;
 use crate::recorder;
 use crate::report::RunOutcome;
@@ -48,11 +49,13 @@ impl Timer {
             if *slot > now {
                 break;
             }
-            let (slot, seq) = (*slot, *seq);
+            let (fire_at, seq) = (*slot, *seq);
             let Some(Reverse((_, _, name))) = self.queue.pop() else { break };
-            if self.jobs.get(&name).is_none_or(|job| job.seq != seq) {
+            let Some(job) = self.jobs.get(&name).filter(|job| job.seq == seq) else {
                 continue; // stale: the job was removed or requeued
-            }
+            };
+            // The entry fires at the slot plus the job's jitter.
+            let slot = job.next_slot.unwrap_or(fire_at);
             if self.fire_job(&name, slot, now, &pause, &mut batch, provisional) {
                 fired.push(name.clone());
             }
@@ -103,13 +106,18 @@ impl Timer {
     ) -> bool {
         let shared = self.shared.clone();
         let Some(job) = self.jobs.get_mut(name) else { return false };
-        let slot = if now - queued < ONLY_DUE {
+        // Which slots are due is judged on the schedule shifted by the slot's jitter: a slot
+        // fired its jitter late is on time.
+        let shifted = now - job.entry.jitter(queued);
+        let slot = if shifted - queued < ONLY_DUE {
             // The queued slot is the first after the floor, and the next one is at least a
             // second after it: it is the only one due, and on time.
             job.floor = queued;
             queued
         } else {
-            let Some(due) = job.entry.schedule.due(job.floor, now, job.entry.catch_up) else { return false };
+            let Some(due) = job.entry.schedule.due(job.floor, shifted, job.entry.catch_up) else {
+                return false;
+            };
             job.floor = due.floor;
             report_missed(&shared, &job.entry, &due, now);
             let Some(slot) = due.run else { return false };
@@ -124,6 +132,9 @@ impl Timer {
             }
             slot
         };
+        if job.entry.end_at.is_some_and(|end| slot > end) {
+            return false; // a late wake past the job's end
+        }
         // Behind older missed slots (or, for CatchUp::Each, while the last claimed tick is
         // being read): claiming a newer tick first would make them unclaimable.
         let each = matches!(job.entry.catch_up, CatchUp::Each(_));
@@ -138,6 +149,21 @@ impl Timer {
             (_, Some(waiting)) => Some(waiting),
             (Some(running), None) if !running.is_finished() => Some(running.slot),
             _ => None,
+        };
+        let busy = match (busy, job.entry.overlap) {
+            // Runs alongside: the running one is kept track of as an orphan (shutdown waits).
+            (Some(_), Overlap::Allow) if job.deferred.is_none() => {
+                if let Some(running) = job.current.take() {
+                    self.orphans.retain(|(_, run)| !run.is_finished());
+                    self.orphans.push((job.entry.clone(), running));
+                }
+                None
+            }
+            (Some(_), Overlap::BufferOne) if job.deferred.is_none() => {
+                buffer_behind(&shared, &job.entry, slot, now);
+                return false;
+            }
+            (busy, _) => busy,
         };
         if let Some(busy) = busy {
             let local = |t: DateTime<Utc>| t.with_timezone(&job.entry.schedule.time_zone()).to_rfc3339();
@@ -162,7 +188,10 @@ impl Timer {
             // A lock held at the slot's time means the slot is skipped (skip-if-held), even if
             // the lock is free by the end of the grace. Not checked for jobs seen to be short
             // (one command each, at the busiest moment).
+            // Only for `Skip`: an `Allow` slot does not mind the lock, a `BufferOne` slot finds
+            // it held when it claims, and buffers itself then.
             if let Some(lock) = &job.entry.lock
+                && job.entry.overlap == Overlap::Skip
                 && job.entry.may_be_held.load(std::sync::atomic::Ordering::Relaxed)
             {
                 self.held_checks.push((name.clone(), slot, lock.key.clone()));
@@ -201,4 +230,27 @@ fn report_missed(shared: &Arc<Shared>, job: &Arc<JobEntry>, due: &Due, now: Date
         .in_current_span(),
     );
     shared.report(job, last_missed, now, missed, Duration::ZERO);
+}
+
+/// Buffers `slot` of `job` behind the run this replica has in flight
+/// ([`Overlap::BufferOne`]), in the background: logged, recorded (once across the replicas) and
+/// reported as buffered.
+fn buffer_behind(shared: &Arc<Shared>, job: &Arc<JobEntry>, slot: DateTime<Utc>, now: DateTime<Utc>) {
+    let (shared, job) = (shared.clone(), job.clone());
+    tokio::spawn(
+        async move {
+            let Some(first) = overlap::buffer_slot(&shared, &job, slot).await else { return };
+            tracing::info!(
+                job = %job.name,
+                tick = %slot.with_timezone(&job.schedule.time_zone()).to_rfc3339(),
+                outcome = "buffered",
+                "the previous run is still running on this instance: the slot is buffered and runs when it ends"
+            );
+            if first {
+                shared.record(&job, slot, &RunOutcome::Buffered, Duration::ZERO).await;
+            }
+            shared.report(&job, slot, now, RunOutcome::Buffered, Duration::ZERO);
+        }
+        .in_current_span(),
+    );
 }

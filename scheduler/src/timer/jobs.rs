@@ -33,6 +33,7 @@ impl Timer {
             entry,
             floor,
             seq: self.seq,
+            next_slot: None,
             current: None,
             deferred: None,
             backlog: VecDeque::new(),
@@ -79,8 +80,21 @@ impl Timer {
         let seq = self.seq;
         let Some(job) = self.jobs.get_mut(name) else { return };
         job.seq = seq;
+        // Slots before the job's start are not its own: as if dealt with.
+        if let Some(start) = job.entry.start_at {
+            job.floor = job.floor.max(start - chrono::TimeDelta::milliseconds(1));
+        }
         match self.next_slots.next_after(&job.entry.schedule, job.floor) {
-            Some(next) => self.queue.push(Reverse((next.with_timezone(&Utc), seq, name.clone()))),
+            Some(next) if job.entry.end_at.is_some_and(|end| next.with_timezone(&Utc) > end) => {
+                job.next_slot = None;
+                tracing::info!(job = %name, "the job's end time has passed: it will not run again");
+            }
+            Some(next) => {
+                let next = next.with_timezone(&Utc);
+                job.next_slot = Some(next);
+                // Fired its jitter after the slot: the same delay on every replica.
+                self.queue.push(Reverse((next + job.entry.jitter(next), seq, name.clone())));
+            }
             None => tracing::warn!(
                 job = %name,
                 "the schedule has no further fire times; the job will not run again"

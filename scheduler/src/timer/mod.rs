@@ -114,6 +114,8 @@ struct Scheduled {
     floor: DateTime<Utc>,
     /// Identifies this job's live entry in the queue (older entries are stale).
     seq: u64,
+    /// The slot its live queue entry fires (the entry's time is the slot plus its jitter).
+    next_slot: Option<DateTime<Utc>>,
     current: Option<Running>,
     /// A slot this replica is not preferred for, waiting for the claim grace to try it.
     deferred: Option<DateTime<Utc>>,

@@ -1,0 +1,68 @@
+//! The pending retries of a scheduler group in Redis ([`schema::retries_key`]): added by the
+//! replica whose attempt failed, read with each "run now" poll, taken (once) by a `ZREM`.
+
+use chrono::{DateTime, Utc};
+use lock_core::{LockClient, redis};
+
+use crate::command::{self, query};
+use crate::error::ControlError;
+use crate::schema::{self, RETRY_TTL};
+
+/// Most due retries a replica reads in one poll (the rest wait for the next, a
+/// [`RUN_POLL`](crate::schema::RUN_POLL) later).
+pub(crate) const DUE_PER_POLL: usize = 256;
+
+/// Adds attempt `attempt` of `job`'s slot `tick`, due at `due`, to the group's pending retries
+/// (`retries`, its key), in one round trip: the entry, and the key's expiry set if it had none
+/// and raised if it was sooner (never lowered: other entries may be due later).
+pub(crate) async fn add(
+    client: &LockClient,
+    retries: &str,
+    job: &str,
+    tick: i64,
+    attempt: u32,
+    due: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<(), ControlError> {
+    let ttl = (due - now).to_std().unwrap_or_default() + RETRY_TTL;
+    let ttl_ms = ttl.as_millis() as u64;
+    let mut pipe = redis::pipe();
+    pipe.cmd("ZADD")
+        .arg(retries)
+        .arg(due.timestamp_millis())
+        .arg(schema::retry_member(job, tick, attempt))
+        .ignore();
+    pipe.cmd("PEXPIRE").arg(retries).arg(ttl_ms).arg("NX").ignore();
+    pipe.cmd("PEXPIRE").arg(retries).arg(ttl_ms).arg("GT").ignore();
+    query::<()>(client, "scheduling a retry", &pipe).await
+}
+
+/// Adds to `pipe` the read of the retries due at `now` (one command, in the poll's pipeline).
+pub(crate) fn read_due(pipe: &mut redis::Pipeline, retries: &str, now: DateTime<Utc>) {
+    pipe.cmd("ZRANGEBYSCORE")
+        .arg(retries)
+        .arg("-inf")
+        .arg(now.timestamp_millis())
+        .arg("LIMIT")
+        .arg(0)
+        .arg(DUE_PER_POLL);
+}
+
+/// Takes the retries `members` (as read): per member, whether this replica took it. Each is
+/// taken by at most one replica (`ZREM` answers 1 to one caller only); one round trip for all.
+pub(crate) async fn take(
+    client: &LockClient,
+    retries: &str,
+    members: &[&str],
+    timeout: std::time::Duration,
+) -> Result<Vec<bool>, ControlError> {
+    if members.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pipe = redis::pipe();
+    for member in members {
+        pipe.cmd("ZREM").arg(retries).arg(*member);
+    }
+    let removed: Vec<i64> = command::query_within(client, "taking due retries", &pipe, timeout).await?;
+    Ok(removed.into_iter().map(|n| n == 1).collect())
+}
