@@ -1,3 +1,4 @@
+#![doc = include_str!("../README.md")]
 //! An admin console for [`lock_core`] locks and [`lock_scheduler`] jobs: a server-rendered web
 //! page and a JSON API, as an axum [`Router`] that a service mounts behind its own
 //! middleware, or that `lockctl serve` runs standalone.
