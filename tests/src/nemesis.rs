@@ -47,12 +47,14 @@ pub enum Canary {
     NoOwnerCheck,
     /// Runs the job at every tick on every replica, claiming nothing.
     NoTickClaim,
+    /// Loses every other job-tick: one replica runs the even seconds' ticks only.
+    LosesTicks,
 }
 
 impl Canary {
     /// Every canary.
-    pub const ALL: [Canary; 4] =
-        [Canary::NoNx, Canary::IgnoreLiveness, Canary::NoOwnerCheck, Canary::NoTickClaim];
+    pub const ALL: [Canary; 5] =
+        [Canary::NoNx, Canary::IgnoreLiveness, Canary::NoOwnerCheck, Canary::NoTickClaim, Canary::LosesTicks];
 
     /// Its name on `nemesis_worker`'s command line.
     pub fn name(self) -> &'static str {
@@ -61,6 +63,7 @@ impl Canary {
             Canary::IgnoreLiveness => "ignore-liveness",
             Canary::NoOwnerCheck => "no-owner-check",
             Canary::NoTickClaim => "no-tick-claim",
+            Canary::LosesTicks => "loses-ticks",
         }
     }
 

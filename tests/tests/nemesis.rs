@@ -604,6 +604,7 @@ fn expected(canary: Canary) -> &'static str {
     match canary {
         Canary::NoNx | Canary::IgnoreLiveness | Canary::NoOwnerCheck => "overlaps",
         Canary::NoTickClaim => "ran 3 times",
+        Canary::LosesTicks => "never ran",
     }
 }
 
@@ -622,7 +623,9 @@ async fn run_canary(canary: Canary, seed: u64) -> (Option<String>, Duration) {
     while started.elapsed() < CANARY_FOR {
         match canary {
             // Broken whatever happens: no fault needed.
-            Canary::NoNx | Canary::NoTickClaim => tokio::time::sleep(Duration::from_millis(500)).await,
+            Canary::NoNx | Canary::NoTickClaim | Canary::LosesTicks => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
             // Broken only when a holder loses its lock: cut the newest holder off for longer
             // than the liveness TTL, so that another worker takes its lock over.
             Canary::IgnoreLiveness | Canary::NoOwnerCheck => {

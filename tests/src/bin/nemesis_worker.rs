@@ -6,8 +6,9 @@
 //! `<mode>` is `correct` (the default) or a deliberately broken worker, a canary the checker
 //! must flag (`tests::nemesis::Canary`): `no-nx` takes the locks with a plain `SET` (no `NX`),
 //! `ignore-liveness` trusts a lock until it releases it (never asks `is_held()`, so a lock its
-//! lost liveness gave away is still used), `no-owner-check` releases with a plain `DEL`, and
-//! `no-tick-claim` runs the job every second on every replica, claiming nothing. The broken
+//! lost liveness gave away is still used), `no-owner-check` releases with a plain `DEL`,
+//! `no-tick-claim` runs the job every second on every replica, claiming nothing, and
+//! `loses-ticks` runs only the even seconds' ticks, on one replica. The broken
 //! lock modes contend for `LOCKS` only, and hold each lock for seconds, so that a fault lands
 //! mid-hold.
 //!
@@ -265,12 +266,16 @@ async fn contend_broken(
     }
 }
 
-/// The job of a scheduler that claims no tick: every replica runs every second's tick.
-async fn ticks_without_claims(store: Arc<Store>, instance: String) {
+/// The job of a scheduler that claims no tick: every replica runs every second's tick (or, with
+/// `even_only`, only the even seconds' ticks).
+async fn ticks_without_claims(store: Arc<Store>, instance: String, even_only: bool) {
     loop {
         let now_ms = now_us() / 1000;
         let next = (now_ms / 1000 + 1) * 1000;
         tokio::time::sleep(Duration::from_millis(next - now_ms)).await;
+        if even_only && (next / 1000) % 2 == 1 {
+            continue;
+        }
         let tick = i64::try_from(next).unwrap_or(i64::MAX);
         emit(now_us(), &What::Tick { tick });
         store.send(&format!("t {tick} {instance}")).await;
@@ -341,8 +346,15 @@ async fn main() -> anyhow::Result<()> {
     if let Some(canary) = canary {
         println!("ready");
         if canary == Canary::NoTickClaim {
-            ticks_without_claims(store, instance.clone()).await;
+            ticks_without_claims(store, instance.clone(), false).await;
             return Ok(());
+        }
+        if canary == Canary::LosesTicks {
+            // One replica runs the even seconds' ticks; nobody runs the odd ones.
+            if instance.starts_with("w0-") {
+                ticks_without_claims(store.clone(), instance.clone(), true).await;
+            }
+            std::future::pending::<()>().await;
         }
         // Through the same proxy as the client, so the test's faults cut it off too.
         let raw = redis::Client::open(url.as_str())?.get_multiplexed_async_connection().await?;
