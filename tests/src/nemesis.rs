@@ -389,34 +389,50 @@ fn holds(events: &[Event], report: &mut Report) -> Vec<Hold> {
     holds
 }
 
+/// One restart without persistence, in µs: when Redis was stopped, when it was back (at the
+/// earliest: the stop plus its `ms` down), and when what it may cost ends.
+#[derive(Debug, Clone, Copy)]
+struct Wipe {
+    start: u64,
+    back: u64,
+    end: u64,
+}
+
 /// What a restart without persistence may cost, measured: from Redis's stop until the liveness
-/// TTL after it is back (its `ms` down), plus noise. Redis forgets every liveness key with the
-/// locks, but each client trusts its own liveness lease until its next renewal fails (at most
-/// the TTL after the last one, made before the stop): until then a lock taken before the
-/// restart is still believed (README: the holder learns at its next renewal), and one taken
-/// after it can be taken over again by another client that finds its owner's liveness key gone.
-/// Overlaps and job-ticks run again inside such a window are counted, not flagged; outside it
-/// every property holds.
-fn wipe_windows(events: &[Event]) -> Vec<(u64, u64)> {
+/// TTL after it is back (its `ms` down), plus noise. Redis forgets every lock and liveness key,
+/// and a holder learns that its locks are gone when it next reaches Redis (its reconnection's
+/// liveness check, or its next renewal: at most the TTL after the last one, made before the
+/// stop). Until then a lock taken *before* the restart is still believed (README: the holder
+/// learns at its next renewal) while another client takes it anew. A lock taken *after* Redis
+/// is back is not part of that cost: the client checks its liveness key on reconnecting,
+/// before any command, so no lock carries a forgotten identity and none can be taken over
+/// while its holder lives. Overlaps with a hold taken before the restart, and job-ticks run
+/// again, inside such a window are counted, not flagged; everything else is.
+fn wipe_windows(events: &[Event]) -> Vec<Wipe> {
     let allowed = u64::try_from((LIVENESS_TTL + WIPE_NOISE).as_micros()).unwrap_or(u64::MAX);
     events
         .iter()
         .filter_map(|e| match &e.what {
-            What::Fault { kind, ms, .. } if kind == WIPE => Some((e.at_us, e.at_us + ms * 1000 + allowed)),
+            What::Fault { kind, ms, .. } if kind == WIPE => {
+                let back = e.at_us + ms * 1000;
+                Some(Wipe { start: e.at_us, back, end: back + allowed })
+            }
             _ => None,
         })
         .collect()
 }
 
-/// Whether `from..=to` (µs) lies inside one of `windows`.
-fn inside(windows: &[(u64, u64)], from: u64, to: u64) -> bool {
-    windows.iter().any(|&(start, end)| start <= from && to <= end)
+/// Whether an overlap of `a` and `b` from `from` to `to` (µs) is what a restart without
+/// persistence may cost: it lies inside the restart's window and one of the two was taken
+/// before Redis was back (so it was held across the restart, which Redis forgot).
+fn excused_by_wipe(wipes: &[Wipe], a: &Hold, b: &Hold, from: u64, to: u64) -> bool {
+    wipes.iter().any(|w| w.start <= from && to <= w.end && (a.acquired_us < w.back || b.acquired_us < w.back))
 }
 
 /// Whether a job-tick run again, last at `last` (µs), is what a restart without persistence may
 /// cost: the last run came inside its window (the tick's claim was forgotten).
 pub fn rerun_after_wipe(events: &[Event], last: u64) -> bool {
-    wipe_windows(events).into_iter().any(|(start, end)| start <= last && last <= end)
+    wipe_windows(events).into_iter().any(|w| w.start <= last && last <= w.end)
 }
 
 fn by_resource(holds: &[Hold]) -> BTreeMap<&str, Vec<&Hold>> {
@@ -435,7 +451,7 @@ fn describe(h: &Hold) -> String {
     }
 }
 
-fn exclusion(holds: &[Hold], wiped: &[(u64, u64)], report: &mut Report) {
+fn exclusion(holds: &[Hold], wiped: &[Wipe], report: &mut Report) {
     for (resource, mut hs) in by_resource(holds) {
         hs.retain(|h| h.window.is_some());
         hs.sort_by_key(|h| h.window.map(|w| w.0));
@@ -451,7 +467,7 @@ fn exclusion(holds: &[Hold], wiped: &[(u64, u64)], report: &mut Report) {
                 }
                 if a.mode.excludes(b.mode) {
                     let b_end = b.window.map_or(b_start, |w| w.1);
-                    if inside(wiped, b_start, a_end.min(b_end)) {
+                    if excused_by_wipe(wiped, a, b, b_start, a_end.min(b_end)) {
                         report.lost_to_wipes += 1;
                     } else {
                         report.violations.push(format!(
@@ -469,20 +485,30 @@ fn exclusion(holds: &[Hold], wiped: &[(u64, u64)], report: &mut Report) {
         // Counting the windows that overlap `a` from the right bounds the permits held at
         // `a`'s end only from above; an exact count needs a sweep.
         if permits_at_once > PERMITS {
-            let mut points: Vec<(u64, i32)> = Vec::new();
-            for h in hs.iter().filter(|h| h.mode == Mode::Permit) {
+            let mut points: Vec<(u64, i32, usize)> = Vec::new();
+            for (i, h) in hs.iter().enumerate().filter(|(_, h)| h.mode == Mode::Permit) {
                 if let Some((s, e)) = h.window {
-                    points.push((s, 1));
-                    points.push((e, -1));
+                    points.push((s, 1, i));
+                    points.push((e, -1, i));
                 }
             }
             // At one instant ends come before starts: windows are closed but µs stamps from
             // different processes that touch are not evidence of an overlap.
-            points.sort_by_key(|&(t, d)| (t, d));
+            points.sort_by_key(|&(t, d, _)| (t, d));
             let (mut held, mut worst) = (0, 0);
-            for (t, d) in points {
+            let mut active: Vec<usize> = Vec::new();
+            for (t, d, i) in points {
                 held += d;
-                if held > i32::try_from(PERMITS).unwrap_or(i32::MAX) && inside(wiped, t, t) {
+                if d > 0 {
+                    active.push(i);
+                } else {
+                    active.retain(|&j| j != i);
+                }
+                // Excused only while a permit taken before Redis was back is among them.
+                let across = |w: &Wipe| {
+                    w.start <= t && t <= w.end && active.iter().any(|&j| hs[j].acquired_us < w.back)
+                };
+                if held > i32::try_from(PERMITS).unwrap_or(i32::MAX) && wiped.iter().any(across) {
                     report.lost_to_wipes += 1;
                     continue;
                 }
@@ -570,7 +596,7 @@ fn store_order(store: &[StoreWrite], holds: &[Hold], report: &mut Report) {
     }
 }
 
-fn ticks(events: &[Event], wipes: &[(u64, u64)], report: &mut Report) {
+fn ticks(events: &[Event], wipes: &[Wipe], report: &mut Report) {
     let mut runs: HashMap<i64, Vec<(&str, u64)>> = HashMap::new();
     for e in events {
         if let What::Tick { tick } = e.what {
@@ -582,7 +608,7 @@ fn ticks(events: &[Event], wipes: &[(u64, u64)], report: &mut Report) {
     twice.sort();
     for (tick, who) in twice {
         let last = who.iter().map(|w| w.1).max().unwrap_or(0);
-        if wipes.iter().any(|&(start, end)| start <= last && last <= end) {
+        if wipes.iter().any(|w| w.start <= last && last <= w.end) {
             report.lost_to_wipes += 1;
             continue;
         }
@@ -1022,18 +1048,26 @@ mod tests {
 
     #[test]
     fn a_restart_without_persistence_costs_only_its_window() {
-        // Redis stopped at 1000 ms, back empty at 1300 ms: overlaps until 1300 + the TTL (1 s)
-        // + noise are its cost.
+        // Redis stopped at 1000 ms, back empty at 1300 ms: overlaps with a hold taken before
+        // the restart, until 1300 + the TTL (1 s) + noise, are its cost.
         let wipe =
             |at: u64| ev(at, "test", What::Fault { kind: WIPE.into(), target: "redis".into(), ms: 300 });
         let mut h = Vec::new();
         hold(&mut h, "a", "l", Mode::Lock, 1, 0, 1500);
         hold(&mut h, "b", "l", Mode::Lock, 2, 1400, 1600);
-        hold(&mut h, "c", "l", Mode::Lock, 3, 1550, 1700);
+        hold(&mut h, "c", "r", Mode::Lock, 3, 500, 2000);
+        hold(&mut h, "d", "r", Mode::Lock, 4, 1300, 1400);
         h.push(wipe(1000));
         let report = check(&h, &[], BOUNDS);
         assert!(report.violations.is_empty(), "{:?}", report.violations);
         assert_eq!(report.lost_to_wipes, 2);
+        // Two holds both taken after Redis was back must exclude each other, inside the
+        // window too: the client checks its liveness key on reconnecting.
+        let mut h = Vec::new();
+        hold(&mut h, "b", "l", Mode::Lock, 2, 1400, 1600);
+        hold(&mut h, "c", "l", Mode::Lock, 3, 1550, 1700);
+        h.push(wipe(1000));
+        assert!(violations(&h)[0].contains("overlaps"), "{:?}", violations(&h));
         // An overlap that goes on past the window is flagged.
         let mut h = Vec::new();
         hold(&mut h, "a", "l", Mode::Lock, 1, 0, 2700);

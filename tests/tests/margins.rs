@@ -161,3 +161,78 @@ async fn a_holder_across_a_restart_without_persistence_is_told_and_its_fence_ref
     assert!(taken.release().await.expect("release"));
     drop(guard);
 }
+
+/// Redis restarts without persistence while a client holds nothing: its liveness key is gone,
+/// and it learns so at the latest at its next renewal (a third of the TTL). A lock it takes
+/// *after* reconnecting must not carry the lost identity (whose missing liveness key tells
+/// every other client that the holder is dead, so they would take the lock over at once):
+/// the identity is checked when the connection is re-established, before any command uses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_taken_after_a_restart_without_persistence_is_not_taken_over() {
+    init_tracing();
+    let mut server = RedisServer::start();
+    // A long TTL: no liveness renewal (every 10 s) falls inside the test, so only the
+    // reconnection can tell the client that its liveness key is gone.
+    let client = |instance: &str| {
+        LockClient::builder()
+            .url(server.url())
+            .instance_id(instance)
+            .command_timeout(Duration::from_secs(1))
+            .liveness_ttl(Duration::from_secs(30))
+            .build()
+            .expect("client")
+    };
+    let (a, b) = (client("pod-a"), client("pod-b"));
+    // Both liveness keys exist and both clients are connected; nothing is held.
+    for c in [&a, &b] {
+        let warm = c.try_lock("lock:warm-up", LockOptions::new()).await.expect("warm-up");
+        assert!(warm.release().await.expect("release"));
+    }
+    assert_eq!(server.cli(&["KEYS", "lock-client:*"]).lines().count(), 2, "two liveness keys");
+
+    server.restart_losing_data();
+    assert_eq!(server.cli(&["DBSIZE"]), "0", "nothing survived the restart");
+
+    // A's first command after the restart may fail on its broken connection; it takes the
+    // lock as soon as it has reconnected.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let guard = loop {
+        match a.try_lock("lock:after-restart", LockOptions::new()).await {
+            Ok(guard) => break guard,
+            Err(e) if e.is_transient() && Instant::now() < deadline => {
+                eprintln!("A's try after the restart failed ({e}); again");
+            }
+            Err(e) => panic!("A could not take the lock after the restart: {e}"),
+        }
+    };
+    assert!(guard.is_held(), "A trusts the lock it just took");
+
+    // B tries it, taking over dead holders as usual: A lives, so B is refused.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        match b.try_lock("lock:after-restart", LockOptions::new()).await {
+            Err(e) if e.is_transient() && Instant::now() < deadline => {
+                eprintln!("B's try after the restart failed ({e}); again");
+            }
+            other => break other,
+        }
+    };
+    match refused {
+        Err(lock_core::LockError::Held { .. }) => {}
+        Ok(stolen) => panic!(
+            "B took over A's lock taken after the restart (A's guard is_held: {}); B's token {}",
+            guard.is_held(),
+            stolen.token()
+        ),
+        Err(e) => panic!("B's try failed: {e}"),
+    }
+    let owner_key = format!("lock-client:{}", guard.token().rsplit_once(':').expect("a token").0);
+    assert_eq!(
+        server.cli(&["EXISTS", &owner_key]),
+        "1",
+        "the token A took the lock with names a liveness key that exists ({owner_key})"
+    );
+    assert!(guard.is_held(), "A still holds the lock");
+    assert_eq!(server.cli(&["GET", "lock:after-restart"]), guard.token(), "A's token is the key's value");
+    assert!(guard.release().await.expect("release"), "A released its own lock");
+}

@@ -241,15 +241,47 @@ impl Core {
         tick: Option<i64>,
         started: Instant,
     ) -> Result<Attempt> {
+        let attempt = self.acquire_with(target, &options, tick, started).await?;
+        // The identity died while the try was under way: the connection was re-established
+        // to a Redis that had forgotten its liveness key (a restart without persistence), and
+        // the check on reconnecting killed it before this try went out on the new link. The
+        // lock is ours in Redis but under a token others take for a dead client's, so the
+        // guard is lost from birth: give it back and try once more with the new identity. A
+        // tick is not retried: the first try claimed it, and a second would be refused as done.
+        let guard = match attempt {
+            Attempt::Acquired(guard) if tick.is_none() && guard.state().identity_is_dead() => guard,
+            attempt => return Ok(attempt),
+        };
+        tracing::debug!(
+            key = target.key,
+            "the client's identity died while the lock was being taken (Redis forgot its liveness key); trying again with the new identity"
+        );
+        if let Err(e) = guard.release().await {
+            // The retry takes the stale token over (its liveness key is gone) if it is still there.
+            tracing::debug!(key = target.key, error = %crate::error::ErrorChain(&e), "giving back a lock taken with a dead identity failed");
+        }
+        let mut options = options;
+        options.wait = options.wait.map(|wait| wait.saturating_sub(started.elapsed()));
+        self.acquire_with(target, &options, tick, Instant::now()).await
+    }
+
+    /// One acquisition as `options` say (fail fast or waiting).
+    async fn acquire_with(
+        &self,
+        target: Target<'_>,
+        options: &LockOptions,
+        tick: Option<i64>,
+        started: Instant,
+    ) -> Result<Attempt> {
         match options.wait {
             None => {
                 let identity = self.liveness.identity(started).await?;
                 let token = self.new_token(&identity);
-                self.fail_fast(target, token, &identity, &options, tick, started).await
+                self.fail_fast(target, token, &identity, options, tick, started).await
             }
             // Boxed: the waiting machinery is large and off the fail-fast path; inline, it
             // would make every `try_lock` future several kilobytes to move around.
-            Some(wait) => Box::pin(self.wait_for(target, &options, tick, wait)).await,
+            Some(wait) => Box::pin(self.wait_for(target, options, tick, wait)).await,
         }
     }
 

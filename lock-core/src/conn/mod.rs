@@ -7,8 +7,10 @@ pub(crate) mod deploy;
 pub(crate) mod eviction;
 pub(crate) mod wake_ups;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use deadpool_redis::Pool;
@@ -40,6 +42,16 @@ impl Sent {
     }
 }
 
+/// What must be done on a new connection before any command uses it: the liveness check of
+/// the client's identity (`held::liveness`, which this layer does not import). A Redis that
+/// restarted without persistence has forgotten the client's liveness key, and a lock taken
+/// with that identity's token would be taken over at once by anyone who finds it.
+pub(crate) trait OnConnect: Send + Sync {
+    /// Runs on `link`, before it is shared; an error fails the connection (nothing was sent on
+    /// it but this check, so the command that connected fails as not sent).
+    fn on_connect<'a>(&'a self, link: &'a Link) -> Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>>;
+}
+
 /// The lock commands' connection, opened on first use and again after a failure.
 pub(crate) struct Conn {
     deployment: Deployment,
@@ -53,6 +65,8 @@ pub(crate) struct Conn {
     pub(crate) timeout: Duration,
     /// What to do on connecting to a Redis that may evict lock keys.
     eviction: EvictionCheck,
+    /// Run on every new connection before it is shared (weak: its owner holds this `Conn`).
+    on_connect: OnceLock<Weak<dyn OnConnect>>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -73,6 +87,15 @@ impl Conn {
             slot_map: Mutex::new(None),
             timeout,
             eviction,
+            on_connect: OnceLock::new(),
+        }
+    }
+
+    /// Sets what runs on every new connection before it is shared (once; later calls are
+    /// ignored: one client has one liveness lease).
+    pub(crate) fn set_on_connect(&self, hook: Weak<dyn OnConnect>) {
+        if self.on_connect.set(hook).is_err() {
+            tracing::debug!("a connection hook was already set; keeping the first");
         }
     }
 
@@ -424,6 +447,21 @@ impl Conn {
         let link = self.deployment.connect(&action).await?;
         // Before the link is shared: with EvictionCheck::Error no command may use it.
         eviction::check(&link, self.eviction, self.timeout).await?;
+        // Also before: a command that connected (its token chosen before) must not be the
+        // first to use an identity that Redis has forgotten; the hook settles the identity on
+        // this link first, so such a command finds its identity dead on its reply.
+        if let Some(hook) = self.on_connect.get().and_then(Weak::upgrade) {
+            match tokio::time::timeout(self.timeout, hook.on_connect(&link)).await {
+                Ok(result) => result?,
+                Err(_) => {
+                    let timed_out = std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no answer to the liveness check within {:?}", self.timeout),
+                    );
+                    return Err(LockError::redis(action, RedisError::from(timed_out)));
+                }
+            }
+        }
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         let mut slot = write_unpoisoned(&self.slot);
         // Another task may have connected meanwhile; keep the first so all share one.

@@ -7,6 +7,19 @@
 //! The key is renewed with `SET ... XX`, so once it has expired it never comes back: a client
 //! that finds its key gone (it stalled longer than the TTL, or Redis lost its data) marks the
 //! guards of that identity lost and starts a new identity, with a new key, for later locks.
+//!
+//! The renewal alone would learn of a Redis restart without persistence up to a third of the
+//! TTL late, and meanwhile the client would take new locks with the forgotten identity, which
+//! others would take over at once. So the same check also runs on every new connection before
+//! any command uses it ([`OnConnect`]): an identity Redis has forgotten dies there and a new
+//! one, its key created on that link, takes its place. A lock whose try was already under way
+//! with the old identity finds it dead on its reply; the acquisition gives that lock back and
+//! tries again with the new identity. Locks held *across* the restart are lost all the same
+//! (Redis forgot them); their holders learn it at that check or at their next renewal.
+//!
+//! A Cluster connection is never replaced (redis-rs reconnects a failed node underneath, see
+//! `Conn::drop_connection`), so the check runs only when it is first opened: there, a shard
+//! that restarts empty is noticed at the next renewal, as before.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,8 +31,9 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::conn::Conn;
-use crate::error::Result;
+use crate::conn::deploy::Link;
+use crate::conn::{Conn, OnConnect};
+use crate::error::{LockError, Result};
 use crate::options::{drift, millis, next_pass};
 use crate::schema;
 use crate::sync::{lock_unpoisoned, read_unpoisoned, write_unpoisoned};
@@ -154,7 +168,10 @@ impl Liveness {
             alive_until: Mutex::default(),
             renewals: AtomicU64::new(0),
         };
-        Liveness { shared: Arc::new(shared), task: Mutex::new(None) }
+        let shared = Arc::new(shared);
+        let hook: Weak<dyn OnConnect> = Arc::downgrade(&shared) as Weak<dyn OnConnect>;
+        shared.conn.set_on_connect(hook);
+        Liveness { shared, task: Mutex::new(None) }
     }
 
     /// The identity to acquire with: its liveness key exists and is being renewed. Creates
@@ -236,6 +253,59 @@ impl Liveness {
     /// Liveness renewals sent so far.
     pub(crate) fn renewals(&self) -> u64 {
         self.shared.renewals.load(Ordering::Relaxed)
+    }
+}
+
+impl OnConnect for Shared {
+    fn on_connect<'a>(
+        &'a self,
+        link: &'a Link,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send + 'a>> {
+        Box::pin(self.check_on(link))
+    }
+}
+
+impl Shared {
+    /// The liveness check on a new connection, before it is shared: renews the current
+    /// identity's key (`SET XX`, as the renewal does); if Redis has forgotten it, the identity
+    /// dies and a new one, its key created on this link, replaces it. Sent on `link` itself,
+    /// not through the shared connection (which is being re-established).
+    async fn check_on(&self, link: &Link) -> Result<()> {
+        let identity = read_unpoisoned(&self.current).clone();
+        // Never created, dead, or past its deadline: no acquisition uses it, and the next one
+        // makes a new identity (`create_identity`).
+        if !identity.usable() {
+            return Ok(());
+        }
+        let ttl = millis(self.ttl, "liveness TTL")?;
+        let action = || "checking this client's liveness key on a new connection".to_owned();
+        let mut link = link.clone();
+        let mut renewal = redis::cmd("SET");
+        renewal.arg(&identity.key).arg(1).arg("XX").arg("PX").arg(ttl);
+        let sent_at = Instant::now();
+        self.renewals.fetch_add(1, Ordering::Relaxed);
+        let found: Option<String> =
+            renewal.query_async(&mut link).await.map_err(|e| LockError::redis(action(), e))?;
+        // As in `renew_once`: a renewal sent after the deadline does not revive the identity.
+        if found.is_some() && sent_at < identity.deadline() {
+            identity.extend_from(sent_at, self.ttl);
+            return Ok(());
+        }
+        tracing::warn!(instance = %self.instance, "reconnected to a Redis that has forgotten this client's liveness key (a restart without persistence?): starting a new identity before any command uses the connection");
+        identity.kill();
+        let fresh = Arc::new(Identity::new(&self.instance));
+        let mut create = redis::cmd("SET");
+        create.arg(&fresh.key).arg(1).arg("PX").arg(ttl);
+        let sent_at = Instant::now();
+        create.query_async::<()>(&mut link).await.map_err(|e| LockError::redis(action(), e))?;
+        fresh.extend_from(sent_at, self.ttl);
+        let mut current = write_unpoisoned(&self.current);
+        // Another connection's check (or `create_identity`) may have replaced it already;
+        // theirs stands, and this key expires unused.
+        if Arc::ptr_eq(&current, &identity) {
+            *current = fresh;
+        }
+        Ok(())
     }
 }
 

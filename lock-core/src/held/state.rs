@@ -124,6 +124,11 @@ impl LockState {
             && Instant::now() < self.deadline()
     }
 
+    /// Whether the identity the token belongs to has died (its liveness key is gone).
+    pub(crate) fn identity_is_dead(&self) -> bool {
+        self.identity.is_dead()
+    }
+
     pub(crate) fn is_active(&self) -> bool {
         self.status.load(Ordering::Acquire) == HELD
     }
