@@ -9,6 +9,7 @@
 (function () {
   "use strict";
   var KEY = "lockConsoleToken";
+  var READ_LIMIT_MS = 10000;
   var body = document.body;
   var every = parseInt(body.getAttribute("data-refresh-ms"), 10) || 5000;
   var status = document.getElementById("status");
@@ -26,6 +27,12 @@
 
   function clock(date) {
     return date.toISOString().slice(11, 19) + " UTC";
+  }
+
+  // An RFC 3339 instant from the API as the page's clock shows times; as given if unreadable.
+  function when(text) {
+    var date = new Date(text);
+    return isNaN(date.getTime()) ? String(text) : clock(date);
   }
 
   // True while the operator is in the middle of something an update would disturb.
@@ -84,10 +91,15 @@
       schedule(every);
       return;
     }
+    // A read Redis never answers (a frozen server) must not leave the page looking current:
+    // past the limit it counts as failed and the stale banner says so.
+    var abort = window.AbortController ? new AbortController() : null;
+    var limit = abort ? setTimeout(function () { abort.abort(); }, READ_LIMIT_MS) : null;
     fetch(window.location.href, {
       headers: { Accept: "text/html" },
       credentials: "same-origin",
       cache: "no-store",
+      signal: abort ? abort.signal : undefined,
     })
       .then(function (response) {
         return response.text().then(function (text) {
@@ -112,9 +124,11 @@
         });
       })
       .catch(function (error) {
-        showStale(error.message || "no answer");
+        var timedOut = error && error.name === "AbortError";
+        showStale(timedOut ? "no answer within " + READ_LIMIT_MS / 1000 + " s" : error.message || "no answer");
       })
       .then(function () {
+        if (limit) clearTimeout(limit);
         schedule(every);
       });
   }
@@ -132,7 +146,7 @@
         return [answer.was_paused ? "Resumed " + name + ": its next slot runs as scheduled." : name + " was not paused; nothing changed."];
       case "run":
         return [
-          "Run-now of " + name + " requested at " + answer.requested_at + " (request " + answer.request +
+          "Run-now of " + name + " requested at " + when(answer.requested_at) + " (request " + answer.request +
             "): one live replica of " + answer.group + " runs it once; the run appears on ",
           page,
           ".",

@@ -62,6 +62,37 @@ f.addEventListener("load", function () {{
     )
 }
 
+/// A page of the test: the console's job page in a frame; it presses "Run now" and writes
+/// the feedback the frame shows, with its link, into `#result`.
+fn press_run_page() -> String {
+    format!(
+        r#"<!doctype html><html><body><pre id="result">pending</pre>
+<iframe id="f" src="/jobs/report" width="1200" height="700"></iframe>
+<script>
+sessionStorage.setItem("lockConsoleToken", "{TOKEN}");
+var f = document.getElementById("f"), loads = 0;
+function done(text) {{ document.getElementById("result").textContent = text + "; loads: " + loads; }}
+function wait(check, then, left) {{
+  if (check()) {{ then(); return; }}
+  if (left <= 0) {{ done("timed out; status: " + f.contentDocument.getElementById("status").textContent); return; }}
+  setTimeout(function () {{ wait(check, then, left - 1); }}, 100);
+}}
+f.addEventListener("load", function () {{
+  loads += 1;
+  if (loads > 1) return;
+  var button = f.contentDocument.querySelector('button[data-url$="/report/run"]');
+  if (!button) {{ done("no run button"); return; }}
+  button.click();
+  var status = f.contentDocument.getElementById("status");
+  wait(function () {{ return status.className === "ok" || status.className === "bad"; }}, function () {{
+    var link = status.querySelector("a");
+    done(status.className + ": " + status.textContent + "; link: " + (link ? link.getAttribute("href") : "none"));
+  }}, 300);
+}});
+</script></body></html>"#
+    )
+}
+
 /// A page of the test: the console's jobs page in a frame, the job paused. It resumes the job
 /// through the API from outside the frame and waits for the frame's row to say so, without a
 /// reload; then, with the focus in the frame's token box, pauses it again and checks that
@@ -288,7 +319,8 @@ async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_repl
         .router()
         .route("/test/press-pause", get(|| async { Html(press_pause_page()) }))
         .route("/test/background", get(|| async { Html(background_page()) }))
-        .route("/test/phone", get(|| async { Html(phone_page()) }));
+        .route("/test/phone", get(|| async { Html(phone_page()) }))
+        .route("/test/press-run", get(|| async { Html(press_run_page()) }));
     let addr: SocketAddr = http::serve(app).await;
     let url = |path: &str| format!("http://{addr}{path}");
     let ran = |reports: &Reports| {
@@ -389,6 +421,20 @@ async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_repl
     screenshot(&url("/"), &dir.join("overview.png")).await;
     screenshot(&url("/jobs/report"), &dir.join("job.png")).await;
     screenshot(&url("/locks?pattern=*&limit=100"), &dir.join("locks.png")).await;
+
+    // Press "Run now" in the page: a sentence that links to the job's page, and it stays.
+    let dom = dump_dom_after(&url("/test/press-run"), 40_000).await;
+    let result = between(&dom, "<pre id=\"result\">", "</pre>");
+    eprintln!("console_browser: pressed Run now in the page: {result}");
+    assert!(
+        result.starts_with("ok: Run-now of report requested at ") && result.contains(" UTC (request "),
+        "{result}"
+    );
+    assert!(
+        result.contains("one live replica of default runs it once; the run appears on its page."),
+        "{result}"
+    );
+    assert!(result.ends_with("; link: /jobs/report; loads: 1"), "{result}");
 
     // Press "Pause" in the page: the row shows it without a reload, and the feedback is a
     // sentence, not JSON.
