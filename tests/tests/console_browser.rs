@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -282,7 +283,8 @@ fn between<'a>(text: &'a str, start: &str, end: &str) -> &'a str {
     text.split_once(start).and_then(|(_, rest)| rest.split_once(end)).map_or("", |(inside, _)| inside)
 }
 
-type Reports = Arc<Mutex<Vec<(String, RunOutcome)>>>;
+/// What the replicas reported: (instance, job, outcome).
+type Reports = Arc<Mutex<Vec<(String, String, RunOutcome)>>>;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_replica() {
@@ -302,12 +304,31 @@ async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_repl
                 })
                 .lock("lock:report"),
             )
+            // A second job that fails every third call on each replica, with varied
+            // durations: the chart then has more than one outcome to tell apart.
+            .job(
+                Job::new("export", "* * * * * *", {
+                    let calls = Arc::new(AtomicU32::new(0));
+                    move || {
+                        let call = calls.fetch_add(1, Ordering::Relaxed);
+                        async move {
+                            tokio::time::sleep(Duration::from_millis(20 + u64::from(call % 5) * 40)).await;
+                            if call % 3 == 2 {
+                                Err(anyhow::anyhow!("export target refused the upload"))
+                            } else {
+                                Ok(())
+                            }
+                        }
+                    }
+                })
+                .lock("lock:export"),
+            )
             .build()
             .expect("valid scheduler");
         let (mut rx, sink, name) = (scheduler.subscribe(), reports.clone(), instance.to_owned());
         tokio::spawn(async move {
             while let Ok(report) = rx.recv().await {
-                sink.lock().expect("reports").push((name.clone(), report.outcome));
+                sink.lock().expect("reports").push((name.clone(), report.job, report.outcome));
             }
         });
         handles.push(scheduler.start().await.expect("scheduler starts"));
@@ -324,7 +345,12 @@ async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_repl
     let addr: SocketAddr = http::serve(app).await;
     let url = |path: &str| format!("http://{addr}{path}");
     let ran = |reports: &Reports| {
-        reports.lock().expect("reports").iter().filter(|(_, o)| *o == RunOutcome::Ran).count()
+        reports
+            .lock()
+            .expect("reports")
+            .iter()
+            .filter(|(_, j, o)| j == "report" && *o == RunOutcome::Ran)
+            .count()
     };
     assert!(wait_until(Duration::from_secs(8), || ran(&reports) >= 3).await, "the job ran");
 
@@ -359,7 +385,7 @@ async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_repl
     let dom = dump_dom(&url("/replicas")).await;
     assert_eq!(dom.matches("<td class=\"ok\">yes</td>").count(), 3, "three live replicas: {dom}");
     assert_eq!(
-        dom.matches("<td class=\"last-runs\"><a href=\"/jobs/report\">report</a> (").count(),
+        dom.matches("<a href=\"/jobs/report\">report</a> (").count(),
         1,
         "one replica made the last run: {dom}"
     );
@@ -420,6 +446,27 @@ async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_repl
     drop((first, second, fenced));
     screenshot(&url("/"), &dir.join("overview.png")).await;
     screenshot(&url("/jobs/report"), &dir.join("job.png")).await;
+    // The failing job's page: its chart tells runs that failed from runs that ran.
+    let failed = |reports: &Reports| {
+        reports
+            .lock()
+            .expect("reports")
+            .iter()
+            .filter(|(_, j, o)| j == "export" && matches!(o, RunOutcome::Failed(_)))
+            .count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || failed(&reports) >= 2).await,
+        "the export job failed twice"
+    );
+    let dom = dump_dom(&url("/jobs/export")).await;
+    let legend = between(&dom, "<ul class=\"legend\" id=\"legend\">", "</ul>");
+    assert!(
+        legend.contains("<i class=\"ok\"></i>ran (") && legend.contains("<i class=\"bad\"></i>failed ("),
+        "{legend}"
+    );
+    assert!(dom.contains("<rect class=\"bad\""), "{dom}");
+    screenshot(&url("/jobs/export"), &dir.join("job-export.png")).await;
     screenshot(&url("/locks?pattern=*&limit=100"), &dir.join("locks.png")).await;
 
     // Press "Run now" in the page: a sentence that links to the job's page, and it stays.
@@ -448,8 +495,8 @@ async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_repl
     let skipped_by = |reports: &Reports| -> BTreeSet<String> {
         reports.lock().expect("reports")[seen..]
             .iter()
-            .filter(|(_, o)| *o == RunOutcome::SkippedPaused)
-            .map(|(instance, _)| instance.clone())
+            .filter(|(_, j, o)| j == "report" && *o == RunOutcome::SkippedPaused)
+            .map(|(instance, _, _)| instance.clone())
             .collect()
     };
     assert!(
