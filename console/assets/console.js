@@ -88,6 +88,14 @@
   function update() {
     timer = null;
     if (busy()) {
+      // Say why the data stops moving; the next update's footer replaces the note.
+      var footer = document.querySelector("footer");
+      if (footer && !acting && !document.getElementById("held")) {
+        var note = document.createElement("span");
+        note.id = "held";
+        note.textContent = " · updates held while you type (leave the field to resume)";
+        footer.appendChild(note);
+      }
       schedule(every);
       return;
     }

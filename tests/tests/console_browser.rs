@@ -129,7 +129,8 @@ f.addEventListener("load", function () {{
       var before = f.contentDocument.body.getAttribute("data-updates");
       act("pause").then(function () {{
         setTimeout(function () {{
-          log.push("while typing: " + row() + " (updates " + before + " to " + f.contentDocument.body.getAttribute("data-updates") + ")");
+          var held = f.contentDocument.getElementById("held");
+          log.push("while typing: " + row() + " (updates " + before + " to " + f.contentDocument.body.getAttribute("data-updates") + ", note: " + (held ? "shown" : "none") + ")");
           f.contentDocument.activeElement.blur();
           wait(function () {{ return row() === "paused"; }}, function () {{ done("after typing: " + row()); }}, 200);
         }}, 16000);
@@ -516,7 +517,8 @@ async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_repl
     eprintln!("console_browser: background updates: {result}");
     assert!(result.starts_with("first: paused; after resume: no; while typing: no (updates "), "{result}");
     assert!(result.ends_with("after typing: paused; loads: 1"), "{result}");
-    let (before, after) = between(result, "(updates ", ")").split_once(" to ").unwrap_or(("?", "!"));
+    assert!(result.contains(", note: shown)"), "the footer says updates are held: {result}");
+    let (before, after) = between(result, "(updates ", ",").split_once(" to ").unwrap_or(("?", "!"));
     assert_eq!(before, after, "no update while the token box has the focus: {result}");
     drop(held);
     for handle in handles {
