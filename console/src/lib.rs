@@ -265,6 +265,7 @@ impl Console {
             .route("/healthz", get(api::healthz))
             .route("/", get(page::overview))
             .route("/locks", get(page::locks))
+            .route("/locks/{key}", get(page::lock))
             .route("/jobs", get(page::jobs))
             .route("/jobs/{name}", get(page::job))
             .route("/replicas", get(page::replicas))

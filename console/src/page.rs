@@ -1,6 +1,8 @@
 //! The web page: server-rendered HTML (no build step, no Node), one small script for the
-//! action buttons and the token box, one stylesheet. Every value from Redis goes through
-//! [`esc`]; links into the console are relative, so the router can be mounted anywhere.
+//! action buttons, the token box and the background updates (it fetches the page it shows and
+//! swaps in the new `<main>`, so the HTML rendered here is the only markup the page ever
+//! shows), one stylesheet. Every value from Redis goes through [`esc`]; links into the
+//! console are relative, so the router can be mounted anywhere.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -20,7 +22,7 @@ use crate::error::ApiError;
 use crate::snapshot::Snapshot;
 use crate::view::{self, JobView};
 
-/// How often the page reloads itself, seconds.
+/// How often the page's script fetches the page anew in the background, seconds.
 const REFRESH_SECS: u32 = 5;
 /// Runs shown on a job's page (and in its chart).
 const JOB_PAGE_RUNS: usize = 100;
@@ -103,12 +105,12 @@ fn layout(console: &Console, base: &Base, title: &str, active: &str, body: &str)
     Html(format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <meta http-equiv=\"refresh\" content=\"{REFRESH_SECS}\">\
          <title>{title} · lock console</title>\
          <link rel=\"stylesheet\" href=\"{root}console.css\"><script src=\"{root}console.js\" defer></script></head>\
-         <body data-root=\"{root}\"><header><strong>lock console</strong><nav>{nav}</nav>{actions}</header>\
-         <p id=\"status\" role=\"status\"></p><main>{body}</main>\
-         <footer>Refreshes every {REFRESH_SECS} s · read at {now}</footer></body></html>\n",
+         <body data-root=\"{root}\" data-refresh-ms=\"{refresh_ms}\"><header><strong>lock console</strong><nav>{nav}</nav>{actions}</header>\
+         <p id=\"status\" role=\"status\"></p><p id=\"stale\" class=\"stale\" role=\"alert\" hidden></p><main>{body}</main>\
+         <footer>Updates every {REFRESH_SECS} s in the background (paused while you type) · read at <span id=\"read-at\">{now}</span></footer></body></html>\n",
+        refresh_ms = REFRESH_SECS * 1000,
         title = esc(title),
         now = Utc::now().format("%H:%M:%S UTC"),
     ))
@@ -150,14 +152,30 @@ fn outcome_class(outcome: &str) -> &'static str {
     }
 }
 
-fn button(console: &Console, method: &str, url: &str, label: &str, confirm: Option<&str>) -> String {
+/// What an action button does, for the script's sentence about its result: the kind of
+/// action and the job or key it acts on.
+struct Action<'a> {
+    kind: &'static str,
+    name: &'a str,
+}
+
+fn button(
+    console: &Console,
+    method: &str,
+    url: &str,
+    label: &str,
+    action: Action<'_>,
+    confirm: Option<&str>,
+) -> String {
     if !console.actions_enabled() {
         return String::new();
     }
     let confirm = confirm.map(|c| format!(" data-confirm=\"{}\"", esc(c))).unwrap_or_default();
     format!(
-        "<button type=\"button\" data-method=\"{method}\" data-url=\"{}\"{confirm}>{label}</button>",
-        esc(url)
+        "<button type=\"button\" data-method=\"{method}\" data-url=\"{}\" data-action=\"{}\" data-name=\"{}\"{confirm}>{label}</button>",
+        esc(url),
+        action.kind,
+        esc(action.name),
     )
 }
 
@@ -234,7 +252,7 @@ pub(crate) async fn locks(State(console): State<Console>, base: Base, query: Par
         body.push_str("<p class=\"empty\">No held lock matches.</p>");
     } else {
         body.push_str(
-            "<table id=\"locks\"><thead><tr><th>Key</th><th>Kind</th><th>Holders</th><th>Instance</th><th>TTL</th><th>Holder token</th><th></th></tr></thead><tbody>",
+            "<div class=\"scroll\"><table id=\"locks\"><thead><tr><th>Key</th><th>Kind</th><th>Holders</th><th>Instance</th><th>TTL</th><th>Holder token</th><th></th></tr></thead><tbody>",
         );
         for lock in &locks {
             // A semaphore's permit or a reader is released by naming its token (the listing
@@ -250,12 +268,15 @@ pub(crate) async fn locks(State(console): State<Console>, base: Base, query: Par
                     "DELETE",
                     &format!("{}/api/locks/{}{token}", base.0, seg(&lock.key)),
                     "Unlock",
+                    Action { kind: "unlock", name: &lock.key },
                     Some(&format!("Force-release {}? Its holder is not told and may still write.", lock.key)),
                 )
             };
             let _ = write!(
                 body,
-                "<tr><td class=\"key\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"token\">{}</td><td>{unlock}</td></tr>",
+                "<tr><td class=\"key\"><a href=\"{}locks/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"token\">{}</td><td>{unlock}</td></tr>",
+                base.root(),
+                seg(&lock.key),
                 esc(&lock.key),
                 crate::json::kind_name(lock.kind),
                 lock.holders,
@@ -264,21 +285,147 @@ pub(crate) async fn locks(State(console): State<Console>, base: Base, query: Par
                 esc(&lock.holder.token),
             );
         }
-        body.push_str("</tbody></table>");
+        body.push_str("</tbody></table></div>");
     }
     layout(&console, &base, "Locks", "Locks", &body).into_response()
+}
+
+/// `GET /locks/{key}`: one lock in full, as `GET /api/locks/{key}` reads it: each holder (a
+/// semaphore's permits, a read-write lock's writer and readers) with its liveness, the
+/// waiters, the fence and the hand-offs; an Unlock button per holder.
+pub(crate) async fn lock(State(console): State<Console>, base: Base, key: Segment) -> Response {
+    let read = async {
+        let key = segment(key)?;
+        view::check_text("key", &key)?;
+        Ok::<_, ApiError>(console.client().inspect(&key).await?)
+    };
+    let info = match read.await {
+        Ok(info) => info,
+        Err(e) => return error_page(&console, &base, e),
+    };
+    let kind = crate::json::kind_name(info.kind);
+    let permits = match info.kind {
+        LockKind::Semaphore { permits: Some(permits) } => format!(" of {permits} permits"),
+        _ => String::new(),
+    };
+    let mut body = format!(
+        "<h1>Lock <span id=\"lock-key\" class=\"key\">{}</span></h1><dl>\
+         <dt>Kind</dt><dd id=\"lock-kind\">{kind}</dd><dt>Held</dt><dd id=\"lock-held\">{}</dd>\
+         <dt>TTL</dt><dd>{}</dd><dt>Fence</dt><dd id=\"lock-fence\">{}</dd><dt>Last tick claimed</dt><dd>{}</dd>\
+         <dt>Waiters</dt><dd>{} ({} live)</dd></dl>",
+        esc(&info.key),
+        if info.is_held() {
+            format!("yes, {} holder(s){permits}", info.holder.iter().count() + info.holders.len())
+        } else {
+            "no".into()
+        },
+        info.ttl.map_or_else(|| "none".into(), ms),
+        info.fence.map_or_else(|| "–".into(), |f| f.to_string()),
+        info.last_tick
+            .and_then(DateTime::from_timestamp_millis)
+            .map_or_else(|| "–".into(), |t| time(Some(t))),
+        info.waiters.len(),
+        info.live_waiters(),
+    );
+    // The lock's holder is released by its key; a permit, a reader or a writer of a
+    // read-write lock by naming its token, so each row has its own button.
+    let by_token = !matches!(info.kind, LockKind::Lock);
+    let role = |writer: bool| match info.kind {
+        LockKind::Lock => "holder",
+        LockKind::Semaphore { .. } => "permit",
+        _ if writer => "writer",
+        _ => "reader",
+    };
+    let rows: Vec<(&str, &lock_core::inspect::Holder)> = info
+        .holder
+        .iter()
+        .map(|h| (role(true), h))
+        .chain(info.holders.iter().map(|h| (role(false), h)))
+        .collect();
+    body.push_str("<h2>Holders</h2>");
+    if rows.is_empty() {
+        body.push_str("<p class=\"empty\">Nobody holds it.</p>");
+    } else {
+        body.push_str(
+            "<div class=\"scroll\"><table id=\"holders\"><thead><tr><th>Role</th><th>Instance</th><th>Alive</th><th>Expires in</th>\
+             <th>Liveness key</th><th>Token</th><th></th></tr></thead><tbody>",
+        );
+        for (role, holder) in rows {
+            let query = if by_token { format!("?token={}", seg(&holder.token)) } else { String::new() };
+            let unlock = button(
+                &console,
+                "DELETE",
+                &format!("{}/api/locks/{}{query}", base.0, seg(&info.key)),
+                "Unlock",
+                Action { kind: "unlock", name: &info.key },
+                Some(&format!(
+                    "Force-release this {role} of {}? It is not told and may still write.",
+                    info.key
+                )),
+            );
+            let (class, alive) = match (holder.released, holder.alive) {
+                (true, _) => ("warn", "released"),
+                (false, Some(true)) => ("ok", "yes"),
+                (false, Some(false)) => ("bad", "no (liveness lapsed)"),
+                (false, None) => ("skip", "unknown"),
+            };
+            let _ = write!(
+                body,
+                "<tr><td>{role}</td><td>{}</td><td class=\"{class}\">{alive}</td><td>{}</td><td class=\"key\">{}</td>\
+                 <td class=\"token\">{}</td><td>{unlock}</td></tr>",
+                esc(holder.instance.as_deref().unwrap_or("?")),
+                holder.expires_in.map_or_else(|| "–".into(), ms),
+                esc(holder.liveness_key.as_deref().unwrap_or("–")),
+                esc(&holder.token),
+            );
+        }
+        body.push_str("</tbody></table></div>");
+    }
+    body.push_str("<h2>Waiters</h2>");
+    if info.waiters.is_empty() {
+        body.push_str("<p class=\"empty\">Nobody is queued.</p>");
+    } else {
+        body.push_str(
+            "<div class=\"scroll\"><table id=\"waiters\"><thead><tr><th>#</th><th>Token</th><th>Live</th><th>Ticket lapses in</th></tr></thead><tbody>",
+        );
+        for (i, waiter) in info.waiters.iter().enumerate() {
+            let _ = write!(
+                body,
+                "<tr><td>{}</td><td class=\"token\">{}</td><td class=\"{}\">{}</td><td>{}</td></tr>",
+                i + 1,
+                esc(&waiter.token),
+                if waiter.live { "ok" } else { "bad" },
+                if waiter.live { "yes" } else { "no (lapsed)" },
+                waiter.ticket_remaining.map_or_else(|| "–".into(), ms),
+            );
+        }
+        body.push_str("</tbody></table></div>");
+    }
+    if !info.handoffs.is_empty() {
+        body.push_str("<h2>Hand-offs</h2><ul id=\"handoffs\">");
+        for handoff in &info.handoffs {
+            let _ = write!(
+                body,
+                "<li><span class=\"key\">{}</span>{}</li>",
+                esc(&handoff.client_id),
+                if handoff.lapsed { " (lapsed)" } else { "" }
+            );
+        }
+        body.push_str("</ul>");
+    }
+    layout(&console, &base, &format!("Lock {}", info.key), "Locks", &body).into_response()
 }
 
 /// The job's pause-or-resume and run-now buttons; `prefix` is [`Base`]'s.
 fn job_buttons(console: &Console, job: &JobView, prefix: &str) -> String {
     let url = |action: &str| format!("{prefix}/api/jobs/{}/{action}", seg(&job.name));
     let toggle = if job.paused.is_some() {
-        button(console, "POST", &url("resume"), "Resume", None)
+        button(console, "POST", &url("resume"), "Resume", Action { kind: "resume", name: &job.name }, None)
     } else {
-        button(console, "POST", &url("pause"), "Pause", None)
+        button(console, "POST", &url("pause"), "Pause", Action { kind: "pause", name: &job.name }, None)
     };
     let run = if job.group.is_some() {
-        button(console, "POST", &url("run"), "Run now", None)
+        button(console, "POST", &url("run"), "Run now", Action { kind: "run", name: &job.name }, None)
     } else {
         String::new()
     };
@@ -298,7 +445,7 @@ pub(crate) async fn jobs(State(console): State<Console>, base: Base) -> Response
         body.push_str("<p class=\"empty\">No job is registered or has a history.</p>");
     } else {
         body.push_str(
-            "<table id=\"jobs\"><thead><tr><th>Job</th><th>Group</th><th>Schedule</th><th>Next slot</th><th>Paused</th>\
+            "<div class=\"scroll\"><table id=\"jobs\"><thead><tr><th>Job</th><th>Group</th><th>Schedule</th><th>Next slot</th><th>Paused</th>\
              <th>Last slot</th><th>Outcome</th><th>Duration</th><th>Instance</th><th>Failures 24 h</th><th></th></tr></thead><tbody>",
         );
         for job in jobs {
@@ -337,7 +484,7 @@ pub(crate) async fn jobs(State(console): State<Console>, base: Base) -> Response
                 root = base.root(),
             );
         }
-        body.push_str("</tbody></table>");
+        body.push_str("</tbody></table></div>");
     }
     layout(&console, &base, "Jobs", "Jobs", &body).into_response()
 }
@@ -377,7 +524,7 @@ pub(crate) async fn job(State(console): State<Console>, base: Base, name: Segmen
     );
     body.push_str(&chart(&runs));
     body.push_str(
-        "<table id=\"history\"><thead><tr><th>Slot</th><th>Instance</th><th>Outcome</th><th>Duration</th><th>Error</th><th>Asked by</th></tr></thead><tbody>",
+        "<div class=\"scroll\"><table id=\"history\"><thead><tr><th>Slot</th><th>Instance</th><th>Outcome</th><th>Duration</th><th>Error</th><th>Asked by</th></tr></thead><tbody>",
     );
     for run in &runs {
         let _ = write!(
@@ -392,71 +539,176 @@ pub(crate) async fn job(State(console): State<Console>, base: Base, name: Segmen
             esc(run.manual_by.as_deref().unwrap_or("")),
         );
     }
-    body.push_str("</tbody></table>");
+    body.push_str("</tbody></table></div>");
     layout(&console, &base, &format!("Job {}", job.name), "Jobs", &body).into_response()
 }
 
-/// A bar per run, oldest left: height its duration, colour its outcome.
+/// A bar per run, oldest left: height its duration, colour its outcome; a duration axis with
+/// three ticks, a time axis with the slots of the oldest, middle and newest runs, and a legend
+/// of the outcomes shown. Bars are evenly spaced (one per run, not to a time scale): runs are
+/// often seconds apart and then hours, and every run must stay visible.
 fn chart(runs: &[HistoryEntry]) -> String {
     if runs.is_empty() {
         return "<p class=\"empty\">No runs recorded yet.</p>".into();
     }
-    const WIDTH: usize = 600;
-    const HEIGHT: f64 = 80.0;
-    let bar = (WIDTH / runs.len().max(1)).clamp(2, 24);
+    const WIDTH: f64 = 660.0;
+    const HEIGHT: f64 = 190.0;
+    // The plot's box inside the picture: room on the left for duration labels, below for times.
+    const LEFT: f64 = 64.0;
+    const RIGHT: f64 = 12.0;
+    const TOP: f64 = 12.0;
+    const BOTTOM: f64 = 40.0;
+    let (plot_w, plot_h) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
+    let n = runs.len();
+    #[allow(clippy::cast_precision_loss)] // at most JOB_PAGE_RUNS bars
+    let step = plot_w / n as f64;
+    let bar = (step - 1.0).clamp(1.0, 24.0);
     let longest = runs.iter().map(|r| r.duration.as_secs_f64()).fold(0.0, f64::max).max(0.001);
+    let bottom = TOP + plot_h;
     let mut svg = format!(
         "<figure><svg id=\"chart\" role=\"img\" aria-label=\"run durations and outcomes\" width=\"{WIDTH}\" height=\"{HEIGHT}\" viewBox=\"0 0 {WIDTH} {HEIGHT}\">"
     );
-    for (i, run) in runs.iter().rev().enumerate() {
-        let h = (run.duration.as_secs_f64() / longest * (HEIGHT - 4.0)).max(2.0);
+    // The duration axis: 0, half and the longest run, with grid lines.
+    for (i, fraction) in [0.0, 0.5, 1.0].into_iter().enumerate() {
+        let y = bottom - fraction * plot_h;
         let _ = write!(
             svg,
-            "<rect class=\"{}\" x=\"{}\" y=\"{:.1}\" width=\"{}\" height=\"{h:.1}\"><title>{} · {} · {}</title></rect>",
+            "<line class=\"grid\" x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\"/>\
+             <text class=\"tick\" id=\"y-tick-{i}\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            LEFT + plot_w,
+            LEFT - 6.0,
+            y + 4.0,
+            ms(Duration::from_secs_f64(longest * fraction)),
+        );
+    }
+    for (i, run) in runs.iter().rev().enumerate() {
+        let h = (run.duration.as_secs_f64() / longest * plot_h).max(2.0);
+        #[allow(clippy::cast_precision_loss)]
+        let x = LEFT + i as f64 * step;
+        let _ = write!(
+            svg,
+            "<rect class=\"{}\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{bar:.1}\" height=\"{h:.1}\"><title>{} · {} · {}</title></rect>",
             outcome_class(&run.outcome),
-            i * bar,
-            HEIGHT - h,
-            bar.saturating_sub(1).max(1),
+            bottom - h,
             time(run.slot),
             esc(&run.outcome),
             ms(run.duration),
         );
     }
+    // The time axis: the slots of the oldest, middle and newest runs under their bars.
+    let oldest_first: Vec<&HistoryEntry> = runs.iter().rev().collect();
+    let mut marks = vec![(0, "start"), (n - 1, "end")];
+    if n > 2 {
+        marks.insert(1, (n / 2, "middle"));
+    }
+    for (i, anchor) in marks {
+        #[allow(clippy::cast_precision_loss)]
+        let x = LEFT + i as f64 * step + bar / 2.0;
+        let label =
+            oldest_first[i].slot.map_or_else(|| "–".into(), |t| t.format("%m-%d %H:%M:%S").to_string());
+        let _ = write!(
+            svg,
+            "<line class=\"axis\" x1=\"{x:.1}\" y1=\"{bottom:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/>\
+             <text class=\"tick\" id=\"x-tick-{i}\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{label}</text>",
+            bottom + 4.0,
+            bottom + 16.0,
+        );
+    }
     let _ = write!(
         svg,
-        "</svg><figcaption>Last {} runs, oldest left; longest {}.</figcaption></figure>",
-        runs.len(),
+        "<line class=\"axis\" x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{bottom:.1}\"/>\
+         <line class=\"axis\" x1=\"{LEFT}\" y1=\"{bottom:.1}\" x2=\"{:.1}\" y2=\"{bottom:.1}\"/>\
+         <text class=\"label\" x=\"{LEFT}\" y=\"{:.1}\">slot (UTC), one bar per run, oldest left</text>\
+         <text class=\"label\" transform=\"translate(12 {:.1}) rotate(-90)\" text-anchor=\"middle\">duration</text></svg>",
+        LEFT + plot_w,
+        HEIGHT - 4.0,
+        TOP + plot_h / 2.0,
+    );
+    // The legend: each outcome colour that appears, with its outcomes and counts.
+    let mut legend: Vec<(&'static str, Vec<(String, usize)>)> = Vec::new();
+    for run in runs {
+        let class = outcome_class(&run.outcome);
+        let entry = match legend.iter_mut().find(|(c, _)| *c == class) {
+            Some((_, outcomes)) => outcomes,
+            None => {
+                legend.push((class, Vec::new()));
+                &mut legend.last_mut().expect("just pushed").1
+            }
+        };
+        match entry.iter_mut().find(|(o, _)| *o == run.outcome) {
+            Some((_, count)) => *count += 1,
+            None => entry.push((run.outcome.clone(), 1)),
+        }
+    }
+    svg.push_str("<ul class=\"legend\" id=\"legend\">");
+    for (class, outcomes) in legend {
+        let text: Vec<String> = outcomes.iter().map(|(o, count)| format!("{} ({count})", esc(o))).collect();
+        let _ = write!(svg, "<li><i class=\"{class}\"></i>{}</li>", text.join(", "));
+    }
+    let _ = write!(
+        svg,
+        "</ul><figcaption>Last {n} runs; longest {}.</figcaption></figure>",
         ms(Duration::from_secs_f64(longest))
     );
     svg
 }
 
-/// `GET /replicas`
+/// `GET /replicas`: each announced replica with, from the same snapshot (no further Redis
+/// reads), the locks it holds now (a job's lock while the job runs) and the jobs whose last
+/// run it made. Replicas announce only their group and instance, so version, host and uptime
+/// are not known to show.
 pub(crate) async fn replicas(State(console): State<Console>, base: Base) -> Response {
     let snapshot = match console.inner.snapshot.get(&console).await {
         Ok(snapshot) => snapshot,
         Err(e) => return error_page(&console, &base, e),
     };
     let replicas = &snapshot.replicas;
+    let root = base.root();
     let mut body = partial_note(&snapshot);
     body.push_str("<h1>Replicas</h1>");
     if replicas.is_empty() {
         body.push_str("<p class=\"empty\">No scheduler replica is announced.</p>");
     } else {
         body.push_str(
-            "<table id=\"replicas\"><thead><tr><th>Group</th><th>Instance</th><th>Live</th><th>Announcement lapses in</th></tr></thead><tbody>",
+            "<div class=\"scroll\"><table id=\"replicas\"><thead><tr><th>Group</th><th>Instance</th><th>Live</th><th>Announcement lapses in</th>\
+             <th>Holding now</th><th>Last run of</th></tr></thead><tbody>",
         );
         for r in replicas {
             let (class, live) = if r.is_live() { ("ok", "yes") } else { ("bad", "no (lapsed)") };
+            let holding: Vec<String> = snapshot
+                .locks
+                .iter()
+                .filter(|l| l.holder.instance.as_deref() == Some(r.instance.as_str()))
+                .map(|l| format!("<a class=\"key\" href=\"{root}locks/{}\">{}</a>", seg(&l.key), esc(&l.key)))
+                .collect();
+            let last_runs: Vec<String> = snapshot
+                .jobs
+                .iter()
+                .filter(|j| j.group.as_deref() == Some(r.group.as_str()))
+                .filter_map(|j| {
+                    let last = j.last.as_ref().filter(|e| e.instance == r.instance)?;
+                    Some(format!(
+                        "<a href=\"{root}jobs/{}\">{}</a> (<span class=\"{}\">{}</span>, {})",
+                        seg(&j.name),
+                        esc(&j.name),
+                        outcome_class(&last.outcome),
+                        esc(&last.outcome),
+                        time(last.slot),
+                    ))
+                })
+                .collect();
             let _ = write!(
                 body,
-                "<tr><td>{}</td><td>{}</td><td class=\"{class}\">{live}</td><td>{}</td></tr>",
+                "<tr data-instance=\"{}\"><td>{}</td><td>{}</td><td class=\"{class}\">{live}</td><td>{}</td><td class=\"holding\">{}</td><td class=\"last-runs\">{}</td></tr>",
+                esc(&r.instance),
                 esc(&r.group),
                 esc(&r.instance),
                 ms(r.lapses_in),
+                if holding.is_empty() { "–".into() } else { holding.join("<br>") },
+                if last_runs.is_empty() { "–".into() } else { last_runs.join("<br>") },
             );
         }
-        body.push_str("</tbody></table>");
+        body.push_str("</tbody></table></div>");
     }
     layout(&console, &base, "Replicas", "Replicas", &body).into_response()
 }
