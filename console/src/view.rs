@@ -152,7 +152,8 @@ pub(crate) async fn job(client: &LockClient, name: &str) -> Result<JobView, ApiE
     }
     let mut view = match control::registered_jobs(client).await?.into_iter().find(|j| j.name == name) {
         Some(job) => registered(job),
-        None if control::jobs(client).await?.iter().any(|n| n == name) => unregistered(name.to_owned()),
+        // Its own keys, not the job index: one command, and exact for any history.
+        None if control::has_history_or_pause_flag(client, name).await? => unregistered(name.to_owned()),
         None => return Err(unknown_job(name)),
     };
     fill(client, &mut view).await?;

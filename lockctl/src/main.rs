@@ -658,7 +658,7 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
 async fn pause(client: &LockClient, job: &str, force: bool) -> Result<Output, CtlError> {
     if !force {
         let registered = control::registered_jobs(client).await?.iter().any(|j| j.name == job);
-        if !registered && !control::jobs(client).await?.iter().any(|name| name == job) {
+        if !registered && !control::has_history_or_pause_flag(client, job).await? {
             return Err(CtlError::Usage(format!(
                 "no job `{job}`: no running scheduler registers it and it has no history or pause flag; \
                  check the name (`lockctl jobs`), or pass --force to pause it before it is deployed"

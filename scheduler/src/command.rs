@@ -74,15 +74,3 @@ pub(crate) async fn read_keys(
         }
     }
 }
-
-/// The keys matching `pattern` (`SCAN`, never `KEYS`), within [`TIMEOUT`].
-pub(crate) async fn scan(
-    client: &LockClient,
-    action: &'static str,
-    pattern: &str,
-) -> Result<Vec<String>, ControlError> {
-    tokio::time::timeout(TIMEOUT, client.scan_keys(pattern, usize::MAX))
-        .await
-        .map_err(|_| ControlError::Unavailable(action))?
-        .map_err(|source| ControlError::Redis { action, source })
-}

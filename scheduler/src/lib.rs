@@ -13,6 +13,7 @@ mod declared;
 mod error;
 mod failures;
 mod handle;
+mod index;
 mod job;
 mod job_args;
 mod job_metrics;

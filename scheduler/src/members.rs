@@ -22,7 +22,8 @@ use tracing::Instrument;
 
 use crate::command;
 use crate::error::ControlError;
-use crate::schema::{ANNOUNCE, MEMBER_TTL, jobs_key, members_key, retries_key, runs_key};
+use crate::index;
+use crate::schema::{ANNOUNCE, MEMBER_TTL, RETRY_TTL, jobs_key, members_key, retries_key, runs_key};
 use crate::state::State;
 
 /// How often a replica renews its announcement.
@@ -37,6 +38,10 @@ type Seen = Arc<[(Arc<str>, Instant)]>;
 /// This replica's view of its group.
 #[derive(Debug)]
 pub(crate) struct Members {
+    /// The group's name, for the group index.
+    group: String,
+    /// When this replica last renewed its group's entry in the group index.
+    indexed: std::sync::Mutex<Option<Instant>>,
     key: String,
     /// The group's job registry, kept alive by the announcements.
     jobs_key: String,
@@ -53,6 +58,8 @@ pub(crate) struct Members {
 impl Members {
     pub(crate) fn new(group: &str, instance: Arc<str>) -> Members {
         Members {
+            group: group.to_owned(),
+            indexed: std::sync::Mutex::new(None),
             key: members_key(group),
             jobs_key: jobs_key(group),
             runs_key: runs_key(group),
@@ -80,15 +87,44 @@ impl Members {
         self.seen.read().map(|l| l.clone()).unwrap_or_else(|e| e.into_inner().clone())
     }
 
-    /// Announces this replica and refreshes the list of live members (one round trip).
+    /// Announces this replica and refreshes the list of live members (one round trip); about
+    /// once every [`index::RENEWAL`], renews the group's entry in the group index at the same
+    /// time (its own request, sent concurrently: the index is on another Cluster slot).
     pub(crate) async fn announce(&self, client: &LockClient) -> Result<usize, ControlError> {
         let mut invocation = ANNOUNCE.key(&self.key);
         invocation.key(&self.jobs_key);
         invocation.arg(&*self.instance).arg(MEMBER_TTL.as_millis() as u64);
         let action = "announcing this replica to its group";
         let sent = Instant::now();
-        let members: Vec<(String, u64)> =
-            command::run_script(client, action, &ANNOUNCE, &invocation, TIMEOUT).await?;
+        let announce =
+            command::run_script::<Vec<(String, u64)>>(client, action, &ANNOUNCE, &invocation, TIMEOUT);
+        let index_due = {
+            let last = self.indexed.lock().map(|l| *l).unwrap_or_else(|e| *e.into_inner());
+            last.is_none_or(|at| sent - at >= index::RENEWAL)
+        };
+        let renew_index = async {
+            if !index_due {
+                return None;
+            }
+            let mut pipe = redis::pipe();
+            // RETRY_TTL: the group's pending retries outlive its replicas by that much, and the
+            // admin reads find them through this entry.
+            index::add_group(&mut pipe, &self.group, RETRY_TTL);
+            Some(index::send(client, "renewing the group's index entry", &pipe).await)
+        };
+        let (members, indexed) = tokio::join!(announce, renew_index);
+        match indexed {
+            Some(Ok(())) => match self.indexed.lock() {
+                Ok(mut l) => *l = Some(sent),
+                Err(e) => *e.into_inner() = Some(sent),
+            },
+            // Tried again with the next announcement.
+            Some(Err(e)) => {
+                tracing::debug!(error = %ErrorChain(&e), "could not renew the group's index entry")
+            }
+            None => {}
+        }
+        let members = members?;
         // Counted from when the script was sent: errs towards dropping a member early.
         let mut seen: Vec<(Arc<str>, Instant)> = members
             .into_iter()

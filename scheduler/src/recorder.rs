@@ -168,7 +168,26 @@ async fn write<'a>(
     if sent.is_empty() {
         return Vec::new();
     }
-    match query::<Vec<redis::Value>>(client, "recording runs in the history", &pipe).await {
+    // With each history's expiry, its job's entry in the job index, so that the admin reads find
+    // a job known only by its history without scanning the keyspace: a request of its own (the
+    // index is on another Cluster slot), sent concurrently.
+    let mut index = redis::pipe();
+    crate::index::add_jobs(
+        &mut index,
+        sent.iter().filter(|(_, renew)| *renew).map(|(record, _)| &*record.job),
+    );
+    let indexing = async {
+        if index.cmd_iter().next().is_none() {
+            return;
+        }
+        if let Err(e) = crate::index::send(client, "indexing jobs' histories", &index).await {
+            // Renewed with the history's next renewal, a minute later at most.
+            tracing::debug!(error = %e, "could not write jobs' entries in the job index");
+        }
+    };
+    let (written, ()) =
+        tokio::join!(query::<Vec<redis::Value>>(client, "recording runs in the history", &pipe), indexing);
+    match written {
         Ok(ids) => sent
             .into_iter()
             .zip(ids)

@@ -54,6 +54,8 @@ fn the_key_table_spells_every_name_the_scheduler_schema_builds() {
         sched::jobs_key("<group>"),
         sched::runs_key("<group>"),
         sched::retries_key("<group>"),
+        sched::group_index_key().to_owned(),
+        sched::job_index_key().to_owned(),
     ];
     for name in names {
         assert!(table.contains(&format!("`{name}`")), "the key table lacks {name}");

@@ -445,3 +445,59 @@ async fn replicas_not_preferred_for_a_tick_read_that_it_ran_instead_of_claiming_
     // 30 jobs x 3 replicas at most (a few more from elsewhere), where each run made one.
     assert!(expiries <= 30 * 3 + 10, "{expiries} PEXPIREs for {job_ticks} job-ticks");
 }
+
+/// The admin reads (what the console and `lockctl` show) find groups and jobs through their
+/// indexes, not by scanning the keyspace: with 20,000 unrelated keys in Redis, the registered
+/// jobs, the jobs with a history or pause flag, the replicas and the pending retries are read
+/// without one `SCAN`, and a job known only by its history (no replica registers it any more)
+/// or only by its pause flag is still listed (issue 42).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_reads_find_groups_and_jobs_without_scanning_the_keyspace() {
+    use lock_scheduler::control;
+    use lock_scheduler::schema;
+    init_tracing();
+    let server = RedisServer::start();
+    server.cli(&["EVAL", "for i = 1, 20000 do redis.call('SET', 'other:' .. i, 'x') end return 1", "0"]);
+    let runs: Runs = Arc::default();
+    let mut running = replicas(&server, "indexed", 1, 1, Duration::from_millis(300), &runs).await;
+    let job = "indexed-job-0";
+    let history = schema::history_key(job).expect("a valid job name");
+    assert!(
+        wait_until(Duration::from_secs(10), || server.cli(&["EXISTS", &history]) == "1").await,
+        "the job's history is written"
+    );
+    let admin = client(&server, "admin");
+    let scans = server.command_calls("scan");
+
+    let registered = control::registered_jobs(&admin).await.expect("registered jobs");
+    assert!(registered.iter().any(|j| j.group == "indexed" && j.name == job), "{registered:?}");
+    let listed = control::replicas(&admin).await.expect("replicas");
+    assert!(listed.iter().any(|r| r.group == "indexed" && r.is_live()), "{listed:?}");
+    control::all_pending_retries(&admin).await.expect("pending retries");
+
+    // The group stops and what it registered is gone (as after its member set's expiry): the
+    // job is known only by its history now.
+    let (handle, _) = running.remove(0);
+    handle.shutdown().await;
+    server.cli(&["DEL", &schema::jobs_key("indexed"), &schema::members_key("indexed")]);
+    let registered = control::registered_jobs(&admin).await.expect("registered jobs");
+    assert!(!registered.iter().any(|j| j.name == job), "{registered:?}");
+    let jobs = control::jobs(&admin).await.expect("jobs");
+    assert!(jobs.iter().any(|j| j == job), "a job known only by its history is listed: {jobs:?}");
+
+    // A job known only by its pause flag is listed while paused, and not after the resume.
+    control::pause_by(&admin, "flag-only", "test").await.expect("pause");
+    let jobs = control::jobs(&admin).await.expect("jobs");
+    assert!(jobs.iter().any(|j| j == "flag-only"), "a paused job is listed: {jobs:?}");
+    assert!(control::resume(&admin, "flag-only").await.expect("resume"));
+    let jobs = control::jobs(&admin).await.expect("jobs");
+    assert!(!jobs.iter().any(|j| j == "flag-only"), "{jobs:?}");
+    assert!(jobs.iter().any(|j| j == job), "{jobs:?}");
+
+    assert_eq!(server.command_calls("scan"), scans, "the admin reads sent no SCAN");
+    // The indexes expire, like every key the scheduler writes.
+    for key in [schema::group_index_key(), schema::job_index_key()] {
+        let ttl: i64 = server.cli(&["PTTL", key]).parse().expect("a PTTL");
+        assert!(ttl > 0, "{key} has no expiry (PTTL {ttl})");
+    }
+}

@@ -90,14 +90,16 @@ async fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// `jobs` histories of `runs` entries, one in ten failed, with their failure counts.
+/// `jobs` histories of `runs` entries, one in ten failed, with their failure counts and their
+/// entries in the job index.
 async fn fill_histories(conn: &mut MultiplexedConnection, jobs: u64, runs: u64) -> Result<()> {
     const SCRIPT: &str = "for i = 1, tonumber(ARGV[1]) do \
         local outcome = 'ran'; if i % 10 == 0 then outcome = 'failed' end \
         redis.call('XADD', KEYS[1], '*', 'tick', tostring(i * 1000), 'instance', 'pod-1', 'outcome', outcome, \
             'duration_ms', '12', 'error', 'boom') end \
         redis.call('PEXPIRE', KEYS[1], 86400000) \
-        redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3]) redis.call('PEXPIRE', KEYS[2], 86400000) return 1";
+        redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3]) redis.call('PEXPIRE', KEYS[2], 86400000) \
+        redis.call('ZADD', KEYS[3], ARGV[4], ARGV[5]) redis.call('PEXPIRE', KEYS[3], 86400000) return 1";
     let hour = lock_scheduler::schema::failure_hour(lock_scheduler::chrono::Utc::now().timestamp_millis());
     for j in 0..jobs {
         let name = format!("job-{j}");
@@ -105,12 +107,17 @@ async fn fill_histories(conn: &mut MultiplexedConnection, jobs: u64, runs: u64) 
         let failures = lock_scheduler::schema::failures_key(&name)?;
         let _: i64 = redis::cmd("EVAL")
             .arg(SCRIPT)
-            .arg(2)
+            .arg(3)
             .arg(&history)
             .arg(&failures)
+            // The job index, as a replica writes it with the history (so the console finds
+            // the job without scanning).
+            .arg(lock_scheduler::schema::job_index_key())
             .arg(runs)
             .arg(runs / 10)
             .arg(hour)
+            .arg(lock_scheduler::schema::index_score(std::time::Duration::from_secs(86_400)))
+            .arg(&name)
             .query_async(conn)
             .await
             .context("filling a history")?;

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use chrono::{DateTime, TimeDelta, Utc};
 use lock_core::{LockClient, redis};
 
-use crate::command::{self, query};
+use crate::command::query;
 use crate::control::history::history;
 use crate::error::ControlError;
 use crate::schedule::Schedule;
@@ -100,7 +100,14 @@ pub async fn backfill(
         let ttl = RETRY_TTL.as_millis() as u64;
         pipe.cmd("PEXPIRE").arg(&key).arg(ttl).arg("NX").ignore();
         pipe.cmd("PEXPIRE").arg(&key).arg(ttl).arg("GT").ignore();
-        query::<()>(client, "queueing a backfill", &pipe).await?;
+        // The group found by the admin reads as long as its retries last: its own request (the
+        // index is on another Cluster slot), sent concurrently.
+        let mut index = redis::pipe();
+        crate::index::add_group(&mut index, &group, RETRY_TTL);
+        tokio::try_join!(
+            query::<()>(client, "queueing a backfill", &pipe),
+            crate::index::send(client, "indexing a group's retries", &index)
+        )?;
     }
     Ok(Backfill { job: job.to_owned(), group, queued, refused })
 }
@@ -110,12 +117,17 @@ async fn registered(
     client: &LockClient,
     job: &str,
 ) -> Result<(String, Result<Schedule, String>), ControlError> {
-    let keys = command::scan(client, "listing scheduler groups", &schema::job_registries_pattern()).await?;
-    let groups: BTreeSet<&str> = keys.iter().filter_map(|k| schema::group_of_registry(k)).collect();
-    for group in groups {
-        let mut pipe = redis::pipe();
+    // The groups from their index, then every registry's entry for the job in one round trip.
+    let groups = crate::index::groups(client).await?;
+    if groups.is_empty() {
+        return Err(ControlError::UnknownJob { job: job.to_owned() });
+    }
+    let mut pipe = redis::pipe();
+    for group in &groups {
         pipe.cmd("HGET").arg(schema::jobs_key(group)).arg(job);
-        let (entry,): (Option<String>,) = query(client, "reading a job's registered schedule", &pipe).await?;
+    }
+    let entries: Vec<Option<String>> = query(client, "reading a job's registered schedule", &pipe).await?;
+    for (group, entry) in groups.iter().zip(entries) {
         let Some((expression, zone, _)) = entry.as_deref().and_then(schema::parse_registry_entry) else {
             continue;
         };

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use lock_core::{LockClient, redis};
 
-use crate::command::{self, query};
+use crate::command::query;
 use crate::error::ControlError;
+use crate::index;
 use crate::overrides::ScheduleOrigin;
 use crate::schema;
 
@@ -48,16 +49,22 @@ impl Replica {
     }
 }
 
-/// Every job registered by a running scheduler group, sorted by group and name (`SCAN` for
-/// the registries, then one `HGETALL` each).
+/// Every job registered by a running scheduler group, sorted by group and name: the groups from
+/// their index ([`schema::group_index_key`], one command, never a `SCAN`), then one `HGETALL`
+/// per group, all in one round trip. The Redis work depends on the number of groups and jobs,
+/// not on how many other keys Redis holds.
 pub async fn registered_jobs(client: &LockClient) -> Result<Vec<RegisteredJob>, ControlError> {
-    let keys = command::scan(client, "listing scheduler groups", &schema::job_registries_pattern()).await?;
+    let groups = index::groups(client).await?;
     let mut jobs = Vec::new();
-    for key in keys {
-        let Some(group) = schema::group_of_registry(&key) else { continue };
-        let mut pipe = redis::pipe();
-        pipe.cmd("HGETALL").arg(&key);
-        let (entries,): (Vec<(String, String)>,) = query(client, "reading a job registry", &pipe).await?;
+    if groups.is_empty() {
+        return Ok(jobs);
+    }
+    let mut pipe = redis::pipe();
+    for group in &groups {
+        pipe.cmd("HGETALL").arg(schema::jobs_key(group));
+    }
+    let registries: Vec<Vec<(String, String)>> = query(client, "reading the job registries", &pipe).await?;
+    for (group, entries) in groups.iter().zip(registries) {
         for (name, entry) in entries {
             let (cron, time_zone, origin) =
                 schema::parse_registry_entry(&entry).unwrap_or((&entry, "UTC", "code"));
@@ -75,18 +82,26 @@ pub async fn registered_jobs(client: &LockClient) -> Result<Vec<RegisteredJob>, 
 }
 
 /// Every replica announced in a scheduler group, live or lapsed but not yet dropped, sorted
-/// by group and instance. Lapse times are read against the Redis server's clock, as the
-/// replicas write them.
+/// by group and instance: the groups from their index ([`schema::group_index_key`], never a
+/// `SCAN`), then the server's time and every group's member set in one round trip. Lapse times
+/// are read against the Redis server's clock, as the replicas write them.
 pub async fn replicas(client: &LockClient) -> Result<Vec<Replica>, ControlError> {
-    let keys = command::scan(client, "listing scheduler groups", &schema::member_sets_pattern()).await?;
+    let groups = index::groups(client).await?;
     let mut replicas = Vec::new();
-    for key in keys {
-        let Some(group) = schema::group_of_members(&key) else { continue };
-        let mut pipe = redis::pipe();
-        pipe.cmd("TIME").cmd("ZRANGE").arg(&key).arg(0).arg(-1).arg("WITHSCORES");
-        let ((secs, micros), members): ((i64, i64), Vec<(String, f64)>) =
-            query(client, "reading a scheduler group's members", &pipe).await?;
-        let now_ms = secs * 1000 + micros / 1000;
+    if groups.is_empty() {
+        return Ok(replicas);
+    }
+    // The server's time first, on its own: its reply has another shape than the sets'.
+    let mut time = redis::pipe();
+    time.cmd("TIME");
+    let ((secs, micros),): ((i64, i64),) = query(client, "reading the server's time", &time).await?;
+    let now_ms = secs * 1000 + micros / 1000;
+    let mut pipe = redis::pipe();
+    for group in &groups {
+        pipe.cmd("ZRANGE").arg(schema::members_key(group)).arg(0).arg(-1).arg("WITHSCORES");
+    }
+    let sets: Vec<Vec<(String, f64)>> = query(client, "reading the scheduler groups' members", &pipe).await?;
+    for (group, members) in groups.iter().zip(sets) {
         for (instance, lapses_at) in members {
             let left = (lapses_at as i64).saturating_sub(now_ms).max(0);
             replicas.push(Replica {

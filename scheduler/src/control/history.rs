@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use lock_core::LockClient;
 use lock_core::redis;
 
-use crate::command::{self, query};
+use crate::command::query;
 use crate::error::ControlError;
 use crate::schema::{self, field, history_key};
 
@@ -95,12 +95,34 @@ fn entry(id: String, fields: Vec<(String, String)>) -> HistoryEntry {
     }
 }
 
-/// The jobs that have a run history or a pause flag in Redis (`SCAN`, never `KEYS`), sorted.
+/// The jobs that have a run history or a pause flag in Redis, sorted: the candidates from the
+/// job index ([`schema::job_index_key`], one command, never a `SCAN`), each checked with one
+/// `EXISTS` of its history and pause flag (same hash tag), all in one round trip. The Redis work
+/// depends on the number of jobs, not on how many other keys Redis holds.
+///
+/// A history last written by a version before the index (and not since) is not listed: the
+/// job is, once a replica records its next run or it is paused.
 pub async fn jobs(client: &LockClient) -> Result<Vec<String>, ControlError> {
-    let keys = command::scan(client, "listing jobs", &schema::job_keys_pattern()).await?;
-    let names: std::collections::BTreeSet<&str> =
-        keys.iter().filter_map(|key| schema::job_of_key(key)).collect();
-    Ok(names.into_iter().map(str::to_owned).collect())
+    let candidates = crate::index::jobs(client).await?;
+    if candidates.is_empty() {
+        return Ok(candidates);
+    }
+    let mut pipe = redis::pipe();
+    for job in &candidates {
+        pipe.cmd("EXISTS").arg(history_key(job)?).arg(schema::pause_key(job)?);
+    }
+    let found: Vec<i64> = query(client, "listing jobs", &pipe).await?;
+    Ok(candidates.into_iter().zip(found).filter(|(_, n)| *n > 0).map(|(job, _)| job).collect())
+}
+
+/// Whether `job` has a run history or a pause flag in Redis: one `EXISTS` of its two keys
+/// (one hash tag). Unlike looking it up in [`jobs`], this also finds a history written by a
+/// version from before the job index.
+pub async fn has_history_or_pause_flag(client: &LockClient, job: &str) -> Result<bool, ControlError> {
+    let mut pipe = redis::pipe();
+    pipe.cmd("EXISTS").arg(history_key(job)?).arg(schema::pause_key(job)?);
+    let (found,): (i64,) = query(client, "looking for a job's history", &pipe).await?;
+    Ok(found > 0)
 }
 
 /// Failed and timed-out runs of `job` recorded in about the last day: the counts per hour

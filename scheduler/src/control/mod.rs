@@ -2,7 +2,7 @@
 //! schedulers, from any process with a [`LockClient`](lock_core::LockClient), through Redis.
 //!
 //! - pause and resume a job on every replica at once ([`pause`], [`resume`], [`pause_state`]);
-//! - read its run history ([`history`], [`history_since`], [`jobs`]);
+//! - read its run history ([`history`], [`history_since`], [`jobs`], [`has_history_or_pause_flag`]);
 //! - run it once now on one live replica ([`run_now`], [`request_run`], [`wait_taken`]);
 //! - run every slot between two instants once, as if on time ([`backfill`]);
 //! - see the retries of failed runs waiting for their time ([`pending_retries`], [`all_pending_retries`]);
@@ -33,7 +33,7 @@ pub(crate) mod run_now;
 pub use crate::error::ControlError;
 pub use backfill::{Backfill, backfill};
 pub use directory::{RegisteredJob, Replica, registered_jobs, replicas};
-pub use history::{HistoryEntry, failures_last_day, history, history_since, jobs};
+pub use history::{HistoryEntry, failures_last_day, has_history_or_pause_flag, history, history_since, jobs};
 pub use pause::{PauseState, pause, pause_by, pause_state, resume};
 pub use retries::{PendingRetry, all_pending_retries, pending_retries};
 pub use run_now::{RunRequest, request_run, run_now, wait_taken};

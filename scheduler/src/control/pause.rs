@@ -27,7 +27,15 @@ pub async fn pause_by(client: &LockClient, job: &str, by: &str) -> Result<(), Co
     let value = format!("{} by {by}", Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     let mut pipe = redis::pipe();
     pipe.cmd("SET").arg(&key).arg(value).ignore();
-    query::<()>(client, "pausing a job", &pipe).await
+    // Listed by the admin reads while paused, even with no history and no replica: its own
+    // request (the index is on another Cluster slot), sent concurrently.
+    let mut index = redis::pipe();
+    crate::index::add_paused_job(&mut index, job);
+    tokio::try_join!(
+        query::<()>(client, "pausing a job", &pipe),
+        crate::index::send(client, "indexing a paused job", &index)
+    )?;
+    Ok(())
 }
 
 /// Pauses `job` on every replica (see [`pause_by`]), naming this client's instance.
@@ -43,7 +51,12 @@ pub async fn resume(client: &LockClient, job: &str) -> Result<bool, ControlError
     let mut pipe = redis::pipe();
     // Same hash tag: one round trip on Cluster too.
     pipe.cmd("DEL").arg(&key).cmd("DEL").arg(failure_streak_key(job)?).ignore();
-    let (deleted,): (i64,) = query(client, "resuming a job", &pipe).await?;
+    let mut index = redis::pipe();
+    crate::index::end_pause(&mut index, job);
+    let ((deleted,), ()): ((i64,), ()) = tokio::try_join!(
+        query(client, "resuming a job", &pipe),
+        crate::index::send(client, "indexing a resumed job", &index)
+    )?;
     Ok(deleted == 1)
 }
 

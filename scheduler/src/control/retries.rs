@@ -2,12 +2,10 @@
 //! ([`schema::retries_key`](crate::schema::retries_key)): what `lockctl` and the console show
 //! as a job's next retry.
 
-use std::collections::BTreeSet;
-
 use chrono::{DateTime, Utc};
 use lock_core::{LockClient, redis};
 
-use crate::command::{self, query};
+use crate::command::query;
 use crate::error::ControlError;
 use crate::schema::{self, job_name_problem};
 
@@ -38,16 +36,22 @@ pub async fn pending_retries(client: &LockClient, job: &str) -> Result<Vec<Pendi
     Ok(all)
 }
 
-/// Every pending retry of every job, soonest first. One `SCAN` for the groups' retry sets
-/// (found even while none of a group's replicas is up), then one read per group.
+/// Every pending retry of every job, soonest first. The groups from their index
+/// ([`schema::group_index_key`], one command, never a `SCAN`; a group stays there as long as
+/// its retries, so they are found even while none of its replicas is up), then every group's
+/// retry set in one round trip.
 pub async fn all_pending_retries(client: &LockClient) -> Result<Vec<PendingRetry>, ControlError> {
     let mut found = Vec::new();
-    let keys = command::scan(client, "listing pending retries", &schema::retries_key("*")).await?;
-    let groups: BTreeSet<&str> = keys.iter().filter_map(|k| schema::group_of_retries(k)).collect();
-    for group in groups {
-        let mut pipe = redis::pipe();
+    let groups = crate::index::groups(client).await?;
+    if groups.is_empty() {
+        return Ok(found);
+    }
+    let mut pipe = redis::pipe();
+    for group in &groups {
         pipe.cmd("ZRANGE").arg(schema::retries_key(group)).arg(0).arg(-1).arg("WITHSCORES");
-        let (entries,): (Vec<(String, i64)>,) = query(client, "reading pending retries", &pipe).await?;
+    }
+    let sets: Vec<Vec<(String, i64)>> = query(client, "reading pending retries", &pipe).await?;
+    for (group, entries) in groups.iter().zip(sets) {
         for (member, due) in entries {
             let Some((name, tick, attempt)) = schema::parse_retry_member(&member) else { continue };
             let Some(due) = DateTime::from_timestamp_millis(due) else { continue };

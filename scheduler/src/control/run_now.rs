@@ -7,7 +7,6 @@
 //! see it. A replica that takes a request and then dies loses it: at most once, as the slots'
 //! runs.
 
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -132,11 +131,9 @@ pub async fn wait_taken(
     Ok(withdrawn == 0)
 }
 
-/// The scheduler groups that have a job registry (`SCAN`), sorted.
+/// The scheduler groups of the group index ([`schema::group_index_key`]), sorted.
 async fn groups(client: &LockClient) -> Result<Vec<String>, ControlError> {
-    let keys = command::scan(client, "listing scheduler groups", &schema::job_registries_pattern()).await?;
-    let groups: BTreeSet<&str> = keys.iter().filter_map(|k| schema::group_of_registry(k)).collect();
-    Ok(groups.into_iter().map(str::to_owned).collect())
+    crate::index::groups(client).await
 }
 
 /// A request id unique across processes: time, process and a counter.

@@ -14,7 +14,8 @@ pub(crate) const DUE_PER_POLL: usize = 256;
 
 /// Adds attempt `attempt` of `job`'s slot `tick`, due at `due`, to the group's pending retries
 /// (`retries`, its key), in one round trip: the entry, and the key's expiry set if it had none
-/// and raised if it was sooner (never lowered: other entries may be due later).
+/// and raised if it was sooner (never lowered: other entries may be due later), and the
+/// group's entry in the group index made to last as long.
 pub(crate) async fn add(
     client: &LockClient,
     retries: &str,
@@ -34,7 +35,22 @@ pub(crate) async fn add(
         .ignore();
     pipe.cmd("PEXPIRE").arg(retries).arg(ttl_ms).arg("NX").ignore();
     pipe.cmd("PEXPIRE").arg(retries).arg(ttl_ms).arg("GT").ignore();
-    query::<()>(client, "scheduling a retry", &pipe).await
+    // The group's index entry lasts as long as the set, so the admin reads find it even
+    // after every replica of the group stopped; sent concurrently (another Cluster slot).
+    let mut index = redis::pipe();
+    if let Some(group) = schema::group_of_retries(retries) {
+        crate::index::add_group(&mut index, group, ttl);
+    }
+    let indexing = async {
+        if index.cmd_iter().next().is_some()
+            && let Err(e) = crate::index::send(client, "indexing a group's retries", &index).await
+        {
+            // The group's replicas renew it within a minute while any of them runs.
+            tracing::debug!(error = %e, "could not write the group's entry in the group index");
+        }
+    };
+    let (added, ()) = tokio::join!(query::<()>(client, "scheduling a retry", &pipe), indexing);
+    added
 }
 
 /// Adds to `pipe` the read of the retries due at `now` (one command, in the poll's pipeline).

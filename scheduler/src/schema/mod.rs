@@ -17,6 +17,13 @@
 //! | [`jobs_key`] `scheduler:{group:<name>}:jobs` | hash | job name -> its schedule in force ([`registry_entry`]: `<schedule>\t<time zone>\t<origin>`), written by the replicas that have the job | as the member set |
 //! | [`runs_key`] `scheduler:{group:<name>}:runs` | hash | job name -> a pending "run now" request (`<id>\t<by>\t<ms>`), removed by the replica that takes it | [`RUN_REQUEST_TTL`] |
 //! | [`retries_key`] `scheduler:{group:<name>}:retries` | zset | a pending retry ([`retry_member`]: `<job>\t<slot ms>\t<attempt>`) -> when it is due (epoch ms), removed by the replica that takes it | [`RETRY_TTL`] after the latest due time written |
+//! | [`group_index_key`] `scheduler:groups` | zset | group name -> until when its keys may exist (epoch ms, the writer's clock: [`RETRY_TTL`] after its last announcement or retry written), so that the admin reads find the groups without `SCAN` | [`RETRY_TTL`] after the last write |
+//! | [`job_index_key`] `scheduler:job-index` | zset | job name -> until when its history or pause flag may exist (epoch ms, the writer's clock: [`HISTORY_TTL`] after its history's expiry was last renewed; `+inf` while paused), so that the admin reads find the jobs without `SCAN` | [`HISTORY_TTL`] after the last write |
+//!
+//! The two index keys hold no hash tag: each is one key, read with one command, on its own
+//! Cluster slot; they are written in the same pipeline as the keys they index (no extra round
+//! trip), never inside a script of another slot. An entry past its score is ignored by the
+//! readers and dropped by the next write; readers check that what an entry names still exists.
 
 #[cfg(test)]
 mod script_tests;
@@ -84,6 +91,12 @@ pub const MAX_GROUP_NAME_LEN: usize = 256;
 /// How long a job's failure counts ([`failures_key`]) outlive its last failure: the 24 hours a
 /// view sums, plus the hour being counted.
 pub const FAILURES_TTL: Duration = Duration::from_secs(25 * 60 * 60);
+
+/// The key of [`group_index_key`].
+const GROUP_INDEX: &str = "scheduler:groups";
+
+/// The key of [`job_index_key`].
+const JOB_INDEX: &str = "scheduler:job-index";
 
 const JOB_PREFIX: &str = "scheduler:{job:";
 const FAILURES: &str = "}:failures";
@@ -169,6 +182,30 @@ pub fn failure_streak_key(job: &str) -> Result<String, ControlError> {
 /// The Redis key of `job`'s slot buffered behind its running run.
 pub fn buffered_key(job: &str) -> Result<String, ControlError> {
     job_key(job, BUFFERED)
+}
+
+/// The Redis key of the index of scheduler groups: a sorted set of group name -> until when
+/// (epoch ms) its registry, member set or pending retries may exist. Every announcement of a
+/// replica and every retry or backfill written renews its group's entry (and the key's
+/// expiry, [`RETRY_TTL`]), so the admin reads list the groups with one `ZRANGE` instead of
+/// scanning the keyspace.
+pub fn group_index_key() -> &'static str {
+    GROUP_INDEX
+}
+
+/// The Redis key of the index of jobs known by a history or a pause flag: a sorted set of
+/// job name -> until when (epoch ms) that history may exist (`+inf` while paused). Written
+/// with the history entry that renews the history's expiry and by pause and resume (the
+/// key's expiry: [`HISTORY_TTL`]), so that [`jobs`](crate::control::jobs) reads one key
+/// instead of scanning the keyspace.
+pub fn job_index_key() -> &'static str {
+    JOB_INDEX
+}
+
+/// Until when an index entry written now lasts, `ttl` from now (epoch ms, this machine's
+/// clock: the index's lifetimes are days, so seconds of skew between writers do not matter).
+pub fn index_score(ttl: Duration) -> i64 {
+    chrono::Utc::now().timestamp_millis().saturating_add(ttl.as_millis() as i64)
 }
 
 /// The `SCAN` pattern matching every job's keys.
