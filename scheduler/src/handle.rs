@@ -158,7 +158,7 @@ impl SchedulerHandle {
         self.shared
             .jobs()
             .iter()
-            .filter(|job| job.running.load(Ordering::SeqCst))
+            .filter(|job| job.running.load(Ordering::SeqCst) > 0)
             .map(|job| job.name.to_string())
             .collect()
     }

@@ -154,7 +154,7 @@ pub(crate) fn skip_done(shared: &Shared, job: &JobEntry, slot: DateTime<Utc>, fi
 /// Returns whether the run had started (one still waiting for its pause check is dropped
 /// without a trace).
 pub(crate) async fn cancel(shared: &Shared, job: &JobEntry, mut run: Running, why: &str) -> bool {
-    let started = job.running.load(Ordering::SeqCst);
+    let started = job.running.load(Ordering::SeqCst) > 0;
     run.handle.abort();
     let _ = (&mut run.handle).await;
     if !started {
@@ -180,14 +180,14 @@ struct RunningFlag(Arc<JobEntry>);
 
 impl RunningFlag {
     fn raise(job: &Arc<JobEntry>) -> Self {
-        job.running.store(true, Ordering::SeqCst);
+        job.running.fetch_add(1, Ordering::SeqCst);
         RunningFlag(job.clone())
     }
 }
 
 impl Drop for RunningFlag {
     fn drop(&mut self) {
-        self.0.running.store(false, Ordering::SeqCst);
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -428,7 +428,7 @@ pub(crate) fn spawn_manual(shared: &Arc<Shared>, job: &Arc<JobEntry>, manual: Ma
     let handle = tokio::spawn(
         async move {
             let started = Instant::now();
-            let outcome = if job.running.load(Ordering::SeqCst) {
+            let outcome = if job.running.load(Ordering::SeqCst) > 0 {
                 RunOutcome::SkippedStillRunning
             } else {
                 let _running = RunningFlag::raise(&job);

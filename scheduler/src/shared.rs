@@ -1,7 +1,7 @@
 //! What a scheduler's timer, runs and handle share: the validated jobs ([`JobEntry`]) and the
 //! scheduler-wide state ([`Shared`]) with the reports and history records every run ends with.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -289,8 +289,10 @@ pub(crate) struct JobEntry {
     pub(crate) pause_after_failures: Option<u32>,
     /// Whether the "this job takes no lock" warning was logged (so: it takes none).
     pub(crate) warned_unlocked: AtomicBool,
-    /// Whether a run of the job is in flight on this replica.
-    pub(crate) running: AtomicBool,
+    /// How many runs of the job are in flight on this replica: more than one only under
+    /// `Overlap::Allow`, whose runs overlap (a flag would be cleared by the first to end while
+    /// another still runs, and shutdown would then cancel that one as never started).
+    pub(crate) running: AtomicUsize,
     /// Whether the job's lock may still be held at its next slot (deferred slots then check
     /// it): true until this replica runs it in less than the claim grace, true again when it
     /// sees the lock held or runs it longer. (A claimed tick proves nothing: the tick is

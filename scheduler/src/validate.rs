@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 use crate::error::SchedulerError;
 use crate::job::{Job, JobBody, JobFn, JobLock};
@@ -118,7 +118,7 @@ pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, S
         start_at: job.start_at,
         end_at: job.end_at,
         warned_unlocked: AtomicBool::new(false),
-        running: AtomicBool::new(false),
+        running: AtomicUsize::new(0),
         may_be_held: AtomicBool::new(true),
         metrics: JobMetrics::default(),
     }))

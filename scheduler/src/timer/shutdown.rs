@@ -41,7 +41,7 @@ impl Timer {
             if run.is_finished() {
                 continue;
             }
-            if entry.running.load(std::sync::atomic::Ordering::SeqCst) {
+            if entry.running.load(std::sync::atomic::Ordering::SeqCst) > 0 {
                 waiting.push((entry, run));
             } else {
                 // Not started (still waiting for its turn): nothing to wait for.
