@@ -93,13 +93,7 @@ async fn run(args: Args) -> Result<()> {
 /// `jobs` histories of `runs` entries, one in ten failed, with their failure counts and their
 /// entries in the job index.
 async fn fill_histories(conn: &mut MultiplexedConnection, jobs: u64, runs: u64) -> Result<()> {
-    const SCRIPT: &str = "for i = 1, tonumber(ARGV[1]) do \
-        local outcome = 'ran'; if i % 10 == 0 then outcome = 'failed' end \
-        redis.call('XADD', KEYS[1], '*', 'tick', tostring(i * 1000), 'instance', 'pod-1', 'outcome', outcome, \
-            'duration_ms', '12', 'error', 'boom') end \
-        redis.call('PEXPIRE', KEYS[1], 86400000) \
-        redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3]) redis.call('PEXPIRE', KEYS[2], 86400000) \
-        redis.call('ZADD', KEYS[3], ARGV[4], ARGV[5]) redis.call('PEXPIRE', KEYS[3], 86400000) return 1";
+    const SCRIPT: &str = include_str!("../lua/consolebench_history.lua");
     let hour = lock_scheduler::schema::failure_hour(lock_scheduler::chrono::Utc::now().timestamp_millis());
     for j in 0..jobs {
         let name = format!("job-{j}");
@@ -127,8 +121,7 @@ async fn fill_histories(conn: &mut MultiplexedConnection, jobs: u64, runs: u64) 
 
 /// `n` unrelated string keys, in batches.
 async fn fill_others(conn: &mut MultiplexedConnection, n: u64) -> Result<()> {
-    const SCRIPT: &str =
-        "for i = tonumber(ARGV[1]), tonumber(ARGV[2]) do redis.call('SET', 'other:' .. i, 'x') end return 1";
+    const SCRIPT: &str = include_str!("../lua/consolebench_others.lua");
     let mut from = 1;
     while from <= n {
         let to = (from + 9_999).min(n);
