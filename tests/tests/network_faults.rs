@@ -208,9 +208,10 @@ async fn an_acquisition_answered_too_late_leaves_no_orphaned_lock() {
 }
 
 /// A batched tick claim (a scheduler slot's claims) whose reply comes after the command
-/// timeout: every claim of the batch reports an unknown outcome, and every lock it took in
-/// Redis is released in the background, not left to its lease. The ticks stay claimed: those
-/// job-ticks run nowhere (at most once), and claiming them again is refused.
+/// timeout, and whose one resend is late too: every claim of the batch reports an unknown
+/// outcome, and every lock it took in Redis is released in the background, not left to its
+/// lease. The ticks stay claimed: those job-ticks run nowhere (at most once), and claiming them
+/// again is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batched_claim_answered_too_late_leaves_no_orphaned_lock() {
     use lock_core::tick::{Claim, ClaimRequest};
@@ -248,6 +249,60 @@ async fn a_batched_claim_answered_too_late_leaves_no_orphaned_lock() {
     assert!(freed <= spike + Duration::from_secs(1) + SLACK, "freed {freed:?} after the spike began");
     eprintln!("late batched claim: {} orphaned locks freed {freed:?} after the spike began", keys.len());
     // The ticks stay claimed: another replica's claim of the same tick is refused.
+    let other = client(&server.url(), "pod-other");
+    for claim in other.claim_ticks(&requests).await {
+        assert!(matches!(claim, Ok(Claim::ClaimedElsewhere { last_tick: 42 })), "{claim:?}");
+    }
+}
+
+/// A batched tick claim whose reply is lost to the command timeout once (a slow moment, not
+/// an outage): it is sent again with the same tokens, finds each lock holding its own token,
+/// and reports the claims as this client's, so the ticks run here, once, instead of being
+/// claimed by a run that never happens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batched_claim_whose_reply_was_lost_once_runs_its_ticks() {
+    use lock_core::tick::{Claim, ClaimRequest};
+    init_tracing();
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).expect("proxy");
+    let timeout = Duration::from_millis(500);
+    let slow = LockClient::builder()
+        .url(proxy.url())
+        .instance_id("pod-slow")
+        .command_timeout(timeout)
+        .liveness_ttl(Duration::from_secs(3))
+        .build()
+        .expect("client");
+    for claim in slow.claim_ticks(&[ClaimRequest::new("lock:warm-up", 1, LockOptions::new())]).await {
+        let Ok(Claim::Claimed(claimed)) = claim else { panic!("warm-up claim: {claim:?}") };
+        claimed.run(async {}).await.expect("warm-up run");
+    }
+    let keys: Vec<String> = (0..50).map(|i| format!("lock:lost-once:{i}")).collect();
+    let requests: Vec<ClaimRequest<'_>> = keys
+        .iter()
+        .map(|k| ClaimRequest::new(k, 42, LockOptions::new().lease(Duration::from_secs(10))))
+        .collect();
+    // Replies leaving Redis are held for the next 700 ms: the first reply misses the 500 ms
+    // timeout; the resend goes out then, and its reply is let through with the first one's
+    // when the spike ends, within its own timeout.
+    let scripts_before = server.command_calls("evalsha");
+    proxy.set_for(Direction::ToClient, Fault::Delay(Duration::from_secs(5)), Duration::from_millis(700));
+    let claims = slow.claim_ticks(&requests).await;
+    let mut ran = 0;
+    for claim in claims {
+        let Ok(Claim::Claimed(claimed)) = claim else { panic!("claim after one lost reply: {claim:?}") };
+        claimed.run(async { ran += 1 }).await.expect("run");
+    }
+    assert_eq!(ran, keys.len(), "every tick ran here");
+    // The material: the claim script ran twice (the lost call and its resend), plus the
+    // grouped releases after the runs.
+    let scripts = server.command_calls("evalsha") - scripts_before;
+    assert!(scripts >= 2, "the claim was sent again: {scripts} script calls");
+    let exists: Vec<&str> = std::iter::once("EXISTS").chain(keys.iter().map(String::as_str)).collect();
+    assert!(
+        wait_until(Duration::from_secs(5), || server.cli(&exists).trim() == "0").await,
+        "the locks were released after the runs"
+    );
     let other = client(&server.url(), "pod-other");
     for claim in other.claim_ticks(&requests).await {
         assert!(matches!(claim, Ok(Claim::ClaimedElsewhere { last_tick: 42 })), "{claim:?}");

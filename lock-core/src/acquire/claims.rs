@@ -201,6 +201,14 @@ impl Core {
                 Ok(replies) => {
                     for (item, reply) in items.into_iter().zip(replies) {
                         let request = &requests[item.index];
+                        // Our own token as the holder: the claim was sent again after a lost
+                        // reply, and the lost call took the lock and claimed the tick.
+                        let reply = match reply {
+                            ClaimReply::Held(holder) if schema::unmarked(&holder) == item.token => {
+                                ClaimReply::Claimed
+                            }
+                            reply => reply,
+                        };
                         match reply {
                             ClaimReply::Claimed => {
                                 let guard = self.guard(
@@ -276,7 +284,7 @@ impl Core {
                 return (items, Err(e), Instant::now());
             }
         }
-        let sent = Sent::default();
+        let sent = [Sent::default(), Sent::default()];
         let sent_at = Instant::now();
         let outcome = self.send_claims(&pipe, node, &calls, &items, &sent, sent_at).await;
         (items, outcome, sent_at)
@@ -290,12 +298,13 @@ impl Core {
         node: Option<Node>,
         calls: &[std::ops::Range<usize>],
         items: &[Item<'_>],
-        sent: &Sent,
+        // Where the first send and its one resend went out.
+        [sent, again]: &[Sent; 2],
         sent_at: Instant,
     ) -> Result<Vec<ClaimReply>> {
         // A lost reply (or this future dropped while the pipeline was out) may have taken any
         // of the locks: every token is given up in the background, as a single acquisition's.
-        let cleanups: Vec<CleanupOnDrop<'_>> = items
+        let mut cleanups: Vec<CleanupOnDrop<'_>> = items
             .iter()
             .map(|item| {
                 CleanupOnDrop::new(
@@ -308,10 +317,32 @@ impl Core {
                 )
             })
             .collect();
-        let replies = match batches::send(&self.conn, pipe, node, claim_ticks::script(), sent).await {
+        let mut replies = batches::send(&self.conn, pipe, node.clone(), claim_ticks::script(), sent)
+            .await
+            .map_err(|e| LockError::redis("claiming scheduler ticks".to_owned(), e));
+        // A lost reply (a slow machine, a brief stall) is sent again once with the same tokens,
+        // while the leases leave time: the script finds a lock holding its own token only if
+        // the lost call took it *and* claimed the tick (it drops a lock whose tick was claimed
+        // already), so the tick runs here instead of being claimed by nobody's run.
+        let shortest = items.iter().map(|i| i.lease).min().unwrap_or_default();
+        if let Err(e) = &replies
+            && e.outcome_unknown()
+            && sent.generation().is_some()
+            && sent_at.elapsed() < shortest / 2
+        {
+            tracing::debug!(error = %crate::ErrorChain(e), claims = items.len(), "a batched claim's reply was lost; sending it again with the same tokens");
+            let again_at = Instant::now();
+            for cleanup in &mut cleanups {
+                cleanup.sent_again(again_at, again);
+            }
+            replies =
+                batches::send(&self.conn, pipe, node, claim_ticks::script(), again).await.map_err(|e| {
+                    LockError::redis("claiming scheduler ticks (sent again after a lost reply)".to_owned(), e)
+                });
+        }
+        let replies = match replies {
             Ok(replies) => replies,
             Err(e) => {
-                let e = LockError::redis("claiming scheduler ticks".to_owned(), e);
                 for cleanup in cleanups {
                     drop(cleanup.failed(e.clone()));
                 }

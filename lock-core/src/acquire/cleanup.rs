@@ -25,6 +25,9 @@ pub(crate) struct CleanupOnDrop<'a> {
     sent_at: Instant,
     lease: Duration,
     sent: &'a Sent,
+    /// A second try with the same token (a batched claim sent again after a lost reply): when
+    /// it went out, and on which connection.
+    again: Option<(Instant, &'a Sent)>,
     armed: bool,
 }
 
@@ -37,7 +40,14 @@ impl<'a> CleanupOnDrop<'a> {
         lease: Duration,
         sent: &'a Sent,
     ) -> Self {
-        CleanupOnDrop { releaser, target, token, sent_at, lease, sent, armed: true }
+        CleanupOnDrop { releaser, target, token, sent_at, lease, sent, again: None, armed: true }
+    }
+
+    /// The same command was sent again at `at` (recorded in `sent`): two tries may now run, so
+    /// finding the token no longer proves the last one did. Only a clean-up on the one
+    /// connection both went out on, or the lease counted from the second send, settles it.
+    pub(crate) fn sent_again(&mut self, at: Instant, sent: &'a Sent) {
+        self.again = Some((at, sent));
     }
 
     pub(crate) fn disarm(mut self) {
@@ -59,8 +69,13 @@ impl Drop for CleanupOnDrop<'_> {
             && let Some(on) = self.sent.generation()
         {
             let token = (self.target.key, self.target.hold, self.token);
-            let unsettled = Unsettled { since: self.sent_at, on: Some(on) };
-            self.releaser.abandon(token, self.sent_at, self.lease, Settles::FoundOrAfter(unsettled), false);
+            let first = Unsettled { since: self.sent_at, on: Some(on) };
+            let (last_sent, settles) = match self.again.and_then(|(at, sent)| Some((at, sent.generation()?)))
+            {
+                Some((at, again_on)) => (at, Settles::After(Unsettled::and(Some(first), at, again_on))),
+                None => (self.sent_at, Settles::FoundOrAfter(first)),
+            };
+            self.releaser.abandon(token, last_sent, self.lease, settles, false);
         }
     }
 }

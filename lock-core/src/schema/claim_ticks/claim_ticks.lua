@@ -13,8 +13,10 @@
 -- A free lock is taken with SET NX like the plain acquisition: a lock with callers queued is
 -- never free (its release hands it over), so nobody barges. The tick is written with SET GET
 -- and put back, with the lock, when it held this tick or a later one: atomic within the
--- script, so no reader ever sees it move back. No claimant key is written: a lost reply is
--- never sent again with the same tokens; the caller gives them up instead.
+-- script, so no reader ever sees it move back. No claimant key is written: a call whose reply
+-- was lost is sent again once with the same tokens, and a lock found holding its own token
+-- ({0, token}) proves the lost call claimed the tick (it keeps the lock only then); past that
+-- one try the caller gives the tokens up.
 
 local tick = tonumber(ARGV[1])
 local reply = {}
