@@ -121,6 +121,10 @@ pub fn replica(replica: &Replica) -> Value {
         "instance": replica.instance,
         "live": replica.is_live(),
         "lapses_in_ms": replica.lapses_in.as_millis() as u64,
+        "version": replica.about.as_ref().map(|a| &a.version),
+        "host": replica.about.as_ref().map(|a| &a.host),
+        "started_at": replica.about.as_ref().map(|a| a.started_at.to_rfc3339()),
+        "running": replica.about.as_ref().map(|a| &a.running),
     })
 }
 

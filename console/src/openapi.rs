@@ -240,7 +240,11 @@ pub(crate) fn spec() -> Value {
                             "group": { "type": "string" },
                             "instance": { "type": "string" },
                             "live": { "type": "boolean" },
-                            "lapses_in_ms": { "type": "integer" }
+                            "lapses_in_ms": { "type": "integer" },
+                            "version": { "type": ["string", "null"], "description": "as the replica was given it (SchedulerBuilder::version); empty if none, null if it said nothing" },
+                            "host": { "type": ["string", "null"] },
+                            "started_at": { "type": ["string", "null"], "format": "date-time" },
+                            "running": { "type": ["array", "null"], "items": { "type": "string" }, "description": "jobs it was running at its last announcement" }
                         }
                     } } }
                 }

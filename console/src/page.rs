@@ -139,6 +139,18 @@ fn ms(d: Duration) -> String {
     if ms < 10_000 { format!("{ms} ms") } else { format!("{:.1} s", d.as_secs_f64()) }
 }
 
+/// How long ago `since` was, coarsely: `45 s`, `12 min`, `3 h 5 min`, `2 d 4 h`.
+fn uptime(since: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let s = (now - since).num_seconds().max(0);
+    let (d, h, m) = (s / 86_400, s / 3_600 % 24, s / 60 % 60);
+    match s {
+        0..60 => format!("{s} s"),
+        60..3_600 => format!("{m} min"),
+        3_600..86_400 => format!("{h} h {m} min"),
+        _ => format!("{d} d {h} h"),
+    }
+}
+
 fn time(t: Option<DateTime<Utc>>) -> String {
     t.map_or_else(|| "–".into(), |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
 }
@@ -670,8 +682,8 @@ pub(crate) async fn replicas(State(console): State<Console>, base: Base) -> Resp
         body.push_str("<p class=\"empty\">No scheduler replica is announced.</p>");
     } else {
         body.push_str(
-            "<div class=\"scroll\"><table id=\"replicas\"><thead><tr><th>Group</th><th>Instance</th><th>Live</th><th>Announcement lapses in</th>\
-             <th>Holding now</th><th>Last run of</th></tr></thead><tbody>",
+            "<div class=\"scroll\"><table id=\"replicas\"><thead><tr><th>Group</th><th>Instance</th><th>Live</th><th>Version</th><th>Host</th><th>Up for</th>\
+             <th>Running</th><th>Holding now</th><th>Last run of</th><th>Announcement lapses in</th></tr></thead><tbody>",
         );
         for r in replicas {
             let (class, live) = if r.is_live() { ("ok", "yes") } else { ("bad", "no (lapsed)") };
@@ -697,15 +709,29 @@ pub(crate) async fn replicas(State(console): State<Console>, base: Base) -> Resp
                     ))
                 })
                 .collect();
+            let about = r.about.as_ref();
+            let text = |t: Option<&str>| t.filter(|t| !t.is_empty()).map_or_else(|| "–".to_owned(), esc);
+            let running: Vec<String> = about
+                .map(|a| {
+                    a.running
+                        .iter()
+                        .map(|job| format!("<a href=\"{root}jobs/{}\">{}</a>", seg(job), esc(job)))
+                        .collect()
+                })
+                .unwrap_or_default();
             let _ = write!(
                 body,
-                "<tr data-instance=\"{}\"><td>{}</td><td>{}</td><td class=\"{class}\">{live}</td><td>{}</td><td class=\"holding\">{}</td><td class=\"last-runs\">{}</td></tr>",
+                "<tr data-instance=\"{}\"><td>{}</td><td>{}</td><td class=\"{class}\">{live}</td><td class=\"version\">{}</td><td class=\"host\">{}</td><td class=\"uptime\">{}</td><td class=\"running\">{}</td><td class=\"holding\">{}</td><td class=\"last-runs\">{}</td><td>{}</td></tr>",
                 esc(&r.instance),
                 esc(&r.group),
                 esc(&r.instance),
-                ms(r.lapses_in),
+                text(about.map(|a| a.version.as_str())),
+                text(about.map(|a| a.host.as_str())),
+                about.map_or_else(|| "–".into(), |a| uptime(a.started_at, Utc::now())),
+                if running.is_empty() { "–".into() } else { running.join("<br>") },
                 if holding.is_empty() { "–".into() } else { holding.join("<br>") },
                 if last_runs.is_empty() { "–".into() } else { last_runs.join("<br>") },
+                ms(r.lapses_in),
             );
         }
         body.push_str("</tbody></table></div>");

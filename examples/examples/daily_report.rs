@@ -203,7 +203,12 @@ async fn replica(instance: String, args: Args) -> anyhow::Result<()> {
     client.install_default();
 
     // The job is declared on its fn (`#[scheduled]`): found here, with the state it takes.
-    let mut builder = Scheduler::builder().client(client.clone()).state(client.clone()).scheduled_jobs();
+    // The version shows next to this replica in `lockctl replicas` and the console.
+    let mut builder = Scheduler::builder()
+        .client(client.clone())
+        .state(client.clone())
+        .scheduled_jobs()
+        .version(env!("CARGO_PKG_VERSION"));
     if let Some(cron) = &args.cron {
         builder = builder.schedule_override(JOB, cron.as_str());
     }

@@ -108,6 +108,9 @@ enum Command {
     },
     /// List jobs (those with a run history or a pause flag) and their last run.
     Jobs,
+    /// List the scheduler replicas announced in Redis: group, instance, version, host, how
+    /// long they have been up and the jobs they are running.
+    Replicas,
     /// A job's last runs, newest first.
     History {
         /// The job's name.
@@ -314,6 +317,7 @@ async fn run(cli: Cli) -> Result<Output, CtlError> {
         Command::List { pattern, limit } => list(&client, &pattern, limit).await,
         Command::Unlock { key, yes, token } => unlock(&client, &key, token.as_deref(), yes, cli.json).await,
         Command::Jobs => jobs(&client).await,
+        Command::Replicas => replicas(&client).await,
         Command::History { job, count } => history(&client, &job, count).await,
         Command::Pause { job, force } => pause(&client, &job, force).await,
         Command::Backfill { job, from, to, force } => backfill(&client, &job, &from, &to, force).await,
@@ -589,6 +593,36 @@ async fn jobs(client: &LockClient) -> Result<Output, CtlError> {
         &rows,
     );
     Ok(Output { json: Value::Array(json), text, code: if names.is_empty() { NOTHING } else { OK } })
+}
+
+async fn replicas(client: &LockClient) -> Result<Output, CtlError> {
+    let replicas = control::replicas(client).await?;
+    let now = chrono::Utc::now();
+    let rows: Vec<Vec<String>> = replicas
+        .iter()
+        .map(|r| {
+            let about = r.about.as_ref();
+            let or_dash = |t: Option<&str>| t.filter(|t| !t.is_empty()).unwrap_or("-").to_owned();
+            vec![
+                r.group.clone(),
+                r.instance.clone(),
+                if r.is_live() { "yes".into() } else { "no (lapsed)".into() },
+                or_dash(about.map(|a| a.version.as_str())),
+                or_dash(about.map(|a| a.host.as_str())),
+                about.map_or_else(
+                    || "-".into(),
+                    |a| duration((now - a.started_at).to_std().unwrap_or_default()),
+                ),
+                about.map_or_else(
+                    || "-".into(),
+                    |a| if a.running.is_empty() { "-".into() } else { a.running.join(", ") },
+                ),
+            ]
+        })
+        .collect();
+    let text = format::table(&["GROUP", "INSTANCE", "LIVE", "VERSION", "HOST", "UP FOR", "RUNNING"], &rows);
+    let json = Value::Array(replicas.iter().map(lock_console::json::replica).collect());
+    Ok(Output { json, text, code: if replicas.is_empty() { NOTHING } else { OK } })
 }
 
 /// `*/2 * * * * * UTC (env SCHEDULE_DAILY_REPORT)`: a registered job's schedule in force and

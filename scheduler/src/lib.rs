@@ -21,6 +21,7 @@ mod members;
 mod overlap;
 mod overrides;
 mod pause_check;
+mod presence;
 mod recorder;
 mod report;
 mod retry;

@@ -23,7 +23,10 @@ use tracing::Instrument;
 use crate::command;
 use crate::error::ControlError;
 use crate::index;
-use crate::schema::{ANNOUNCE, MEMBER_TTL, RETRY_TTL, jobs_key, members_key, retries_key, runs_key};
+use crate::presence::{LastSaid, Presence};
+use crate::schema::{
+    ANNOUNCE, MEMBER_TTL, RETRY_TTL, jobs_key, members_key, replicas_key, retries_key, runs_key,
+};
 use crate::state::State;
 
 /// How often a replica renews its announcement.
@@ -49,6 +52,12 @@ pub(crate) struct Members {
     runs_key: String,
     /// The group's pending retries.
     retries_key: String,
+    /// What the replicas say about themselves.
+    replicas_key: String,
+    /// What this replica says about itself (set when the scheduler starts), and what it last
+    /// wrote.
+    presence: std::sync::OnceLock<Presence>,
+    last_said: std::sync::Mutex<LastSaid>,
     instance: Arc<str>,
     /// The members as last read, with when each announcement lapses on this process's
     /// monotonic clock; sorted.
@@ -64,6 +73,9 @@ impl Members {
             jobs_key: jobs_key(group),
             runs_key: runs_key(group),
             retries_key: retries_key(group),
+            replicas_key: replicas_key(group),
+            presence: std::sync::OnceLock::new(),
+            last_said: std::sync::Mutex::default(),
             seen: RwLock::new(Arc::from(Vec::new())),
             instance,
         }
@@ -87,15 +99,28 @@ impl Members {
         self.seen.read().map(|l| l.clone()).unwrap_or_else(|e| e.into_inner().clone())
     }
 
+    /// Sets what this replica says about itself from now on (once: at start).
+    pub(crate) fn present(&self, presence: Presence) {
+        let _ = self.presence.set(presence);
+    }
+
     /// Announces this replica and refreshes the list of live members (one round trip); about
     /// once every [`index::RENEWAL`], renews the group's entry in the group index at the same
     /// time (its own request, sent concurrently: the index is on another Cluster slot).
     pub(crate) async fn announce(&self, client: &LockClient) -> Result<usize, ControlError> {
         let mut invocation = ANNOUNCE.key(&self.key);
-        invocation.key(&self.jobs_key);
+        invocation.key(&self.jobs_key).key(&self.replicas_key);
         invocation.arg(&*self.instance).arg(MEMBER_TTL.as_millis() as u64);
-        let action = "announcing this replica to its group";
         let sent = Instant::now();
+        // What this replica says about itself, only when it changed (or half a TTL passed).
+        let about = self.presence.get().and_then(|presence| {
+            let last = self.last_said.lock().unwrap_or_else(|e| e.into_inner());
+            last.due(presence.describe(), sent)
+        });
+        if let Some(about) = &about {
+            invocation.arg(about);
+        }
+        let action = "announcing this replica to its group";
         let announce =
             command::run_script::<Vec<(String, u64)>>(client, action, &ANNOUNCE, &invocation, TIMEOUT);
         let index_due = {
@@ -125,6 +150,9 @@ impl Members {
             None => {}
         }
         let members = members?;
+        if let Some(about) = about {
+            self.last_said.lock().unwrap_or_else(|e| e.into_inner()).said(about, sent);
+        }
         // Counted from when the script was sent: errs towards dropping a member early.
         let mut seen: Vec<(Arc<str>, Instant)> = members
             .into_iter()
@@ -159,6 +187,7 @@ impl Members {
     pub(crate) async fn leave(&self, client: &LockClient) {
         let mut pipe = redis::pipe();
         pipe.cmd("ZREM").arg(&self.key).arg(&*self.instance).ignore();
+        pipe.cmd("HDEL").arg(&self.replicas_key).arg(&*self.instance).ignore();
         let action = "withdrawing this replica from its group";
         if let Err(e) = command::query_within::<()>(client, action, &pipe, TIMEOUT).await {
             tracing::debug!(error = %ErrorChain(&e), "could not withdraw from the scheduler group");

@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,6 +19,7 @@ use crate::job::Job;
 use crate::job_args::States;
 use crate::members::{self, Members};
 use crate::overrides::Overrides;
+use crate::presence::{Presence, RunningJobs};
 use crate::recorder::Recorder;
 use crate::report::{RunReport, ShutdownReport};
 use crate::run_taker;
@@ -58,6 +60,7 @@ pub struct SchedulerBuilder {
     clock: Arc<dyn Clock>,
     group: String,
     claim_grace: Duration,
+    version: Option<String>,
 }
 
 impl SchedulerBuilder {
@@ -150,6 +153,16 @@ impl SchedulerBuilder {
         self
     }
 
+    /// The version this replica reports to its group (with its host, start time and running
+    /// jobs; `lockctl replicas` and the console show them), typically
+    /// `env!("CARGO_PKG_VERSION")` of the application, so that a rolling deploy shows which
+    /// replicas run which build. Default: none (shown empty). Control characters become
+    /// spaces; at most 200 characters are kept.
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = Some(version.into());
+        self
+    }
+
     /// Validates every job (cron expression, time zone, name, lock) and builds the scheduler.
     /// Errors name the offending job.
     pub fn build(self) -> Result<Scheduler, SchedulerError> {
@@ -203,6 +216,7 @@ impl SchedulerBuilder {
                 states,
             }),
             jobs,
+            version: self.version,
         })
     }
 }
@@ -234,6 +248,8 @@ impl SchedulerBuilder {
 pub struct Scheduler {
     shared: Arc<Shared>,
     jobs: Vec<Arc<JobEntry>>,
+    /// The version it reports to its group ([`SchedulerBuilder::version`]).
+    version: Option<String>,
 }
 
 impl Scheduler {
@@ -249,6 +265,7 @@ impl Scheduler {
             clock: Arc::new(SystemClock),
             group: DEFAULT_GROUP.to_owned(),
             claim_grace: DEFAULT_CLAIM_GRACE,
+            version: None,
         }
     }
 
@@ -283,6 +300,17 @@ impl Scheduler {
         let (state_tx, state_rx) = watch::channel(State::Running);
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
         self.shared.recorder.start(self.shared.client.clone());
+        // Weak: the announcer must not keep the scheduler's state alive.
+        let shared = Arc::downgrade(&self.shared);
+        let running: RunningJobs = Arc::new(move || {
+            let Some(shared) = shared.upgrade() else { return Vec::new() };
+            let jobs = shared.jobs();
+            jobs.iter()
+                .filter(|job| job.running.load(Ordering::Relaxed) > 0)
+                .map(|job| job.name.clone())
+                .collect()
+        });
+        self.shared.members.present(Presence::new(self.shared.clock.now(), self.version.as_deref(), running));
         if let Err(e) = self.shared.members.announce(&self.shared.client).await {
             tracing::warn!(
                 instance = %self.shared.instance,

@@ -32,7 +32,7 @@ pub(crate) mod run_now;
 
 pub use crate::error::ControlError;
 pub use backfill::{Backfill, backfill};
-pub use directory::{RegisteredJob, Replica, registered_jobs, replicas};
+pub use directory::{RegisteredJob, Replica, ReplicaAbout, registered_jobs, replicas};
 pub use history::{HistoryEntry, failures_last_day, has_history_or_pause_flag, history, history_since, jobs};
 pub use pause::{PauseState, pause, pause_by, pause_state, resume};
 pub use retries::{PendingRetry, all_pending_retries, pending_retries};

@@ -14,6 +14,7 @@
 //! | [`failures_key`] `scheduler:{job:<name>}:failures` | zset | hour (since the epoch, UTC) -> failed and timed-out runs recorded in it, counted with their history entries; hours older than a day dropped by the next count | [`FAILURES_TTL`] after the last failure |
 //! | [`history_key`] `scheduler:{job:<name>}:history` | stream | one entry per run, fields in [`field`] | [`HISTORY_TTL`] after the last entry, give or take a minute (each replica renews it at most once a minute); trimmed to about [`HISTORY_LEN`] entries once a minute |
 //! | [`members_key`] `scheduler:{group:<name>}:members` | zset | instance id -> when its announcement lapses (server clock, ms) | [`MEMBER_TTL`] after the last announcement |
+//! | [`replicas_key`] `scheduler:{group:<name>}:replicas` | hash | instance id -> what the replica says about itself ([`replica_about`]: `<started ms>\t<host>\t<version>\t<running job>...`), written with its announcement when it changes (at least every half [`MEMBER_TTL`]); a member's field goes when its announcement lapses | [`MEMBER_TTL`] after the last write |
 //! | [`jobs_key`] `scheduler:{group:<name>}:jobs` | hash | job name -> its schedule in force ([`registry_entry`]: `<schedule>\t<time zone>\t<origin>`), written by the replicas that have the job | as the member set |
 //! | [`runs_key`] `scheduler:{group:<name>}:runs` | hash | job name -> a pending "run now" request (`<id>\t<by>\t<ms>`), removed by the replica that takes it | [`RUN_REQUEST_TTL`] |
 //! | [`retries_key`] `scheduler:{group:<name>}:retries` | zset | a pending retry ([`retry_member`]: `<job>\t<slot ms>\t<attempt>`) -> when it is due (epoch ms), removed by the replica that takes it | [`RETRY_TTL`] after the latest due time written |
@@ -232,6 +233,37 @@ pub fn group_name_problem(group: &str) -> Option<&'static str> {
 /// The Redis key of `group`'s member set.
 pub fn members_key(group: &str) -> String {
     format!("scheduler:{{group:{group}}}:members")
+}
+
+/// The Redis key of what `group`'s replicas say about themselves (instance id ->
+/// [`replica_about`]).
+pub fn replicas_key(group: &str) -> String {
+    format!("scheduler:{{group:{group}}}:replicas")
+}
+
+/// What a replica says about itself in [`replicas_key`]: when its scheduler started (epoch
+/// ms), its host, its version (empty if none was given) and the jobs it is running, separated
+/// by tabs. Control characters in the host and the version become spaces (they are free text
+/// from the environment); job names never hold any.
+pub fn replica_about(started_ms: i64, host: &str, version: &str, running: &[&str]) -> String {
+    let clean = |text: &str| -> String {
+        text.chars().map(|c| if c.is_control() { ' ' } else { c }).take(200).collect()
+    };
+    let mut about = format!("{started_ms}\t{}\t{}", clean(host), clean(version));
+    for job in running {
+        about.push('\t');
+        about.push_str(job);
+    }
+    about
+}
+
+/// A [`replica_about`] entry's start (epoch ms), host, version and running jobs.
+pub fn parse_replica_about(about: &str) -> Option<(i64, &str, &str, Vec<&str>)> {
+    let mut fields = about.split('\t');
+    let started = fields.next()?.parse().ok()?;
+    let host = fields.next()?;
+    let version = fields.next()?;
+    Some((started, host, version, fields.collect()))
 }
 
 /// The Redis key of `group`'s job registry (job name -> schedule).

@@ -14,8 +14,14 @@ fn start() -> (RedisServer, Connection) {
 /// The live members the script returns, sorted: it lists them by lapse time, and two
 /// announcements in the same millisecond tie (then Redis orders them by name).
 fn announce(con: &mut Connection, key: &str, instance: &str, ttl_ms: u64) -> Vec<String> {
-    let live: Vec<(String, u64)> =
-        ANNOUNCE.key(key).key(jobs_key("g")).arg(instance).arg(ttl_ms).invoke(con).expect("announce script");
+    let live: Vec<(String, u64)> = ANNOUNCE
+        .key(key)
+        .key(jobs_key("g"))
+        .key(replicas_key("g"))
+        .arg(instance)
+        .arg(ttl_ms)
+        .invoke(con)
+        .expect("announce script");
     assert!(live.iter().all(|(_, left)| (1..=ttl_ms.max(10_000)).contains(left)), "time left: {live:?}");
     let mut names: Vec<String> = live.into_iter().map(|(name, _)| name).collect();
     names.sort();
@@ -51,6 +57,44 @@ fn announce_adds_drops_lapsed_members_and_expires_the_set() {
             == "0"),
         "the set expires once nobody renews"
     );
+}
+
+#[test]
+fn announce_writes_what_a_replica_says_only_when_sent_and_drops_it_with_the_member() {
+    let (server, mut con) = start();
+    let (key, about) = (members_key("g"), replicas_key("g"));
+    let say = |con: &mut Connection, instance: &str, what: &str| {
+        let _: Vec<(String, u64)> = ANNOUNCE
+            .key(&key)
+            .key(jobs_key("g"))
+            .key(&about)
+            .arg(instance)
+            .arg(10_000)
+            .arg(what)
+            .invoke(con)
+            .expect("announce script");
+    };
+    say(&mut con, "pod-a", &replica_about(1_700_000_000_000, "host-a", "1.2.3", &["report"]));
+    let stored: String = con.hget(&about, "pod-a").expect("HGET");
+    assert_eq!(parse_replica_about(&stored), Some((1_700_000_000_000, "host-a", "1.2.3", vec!["report"])));
+    let pttl: i64 = con.pttl(&about).expect("PTTL");
+    assert!((9_000..=10_000).contains(&pttl), "{pttl}");
+    // Announcing without it keeps what was said.
+    announce(&mut con, &key, "pod-a", 10_000);
+    let kept: String = con.hget(&about, "pod-a").expect("HGET");
+    assert_eq!(kept, stored);
+    // A lapsed member's entry goes with it.
+    server.cli(&["ZADD", &key, "1", "pod-dead"]);
+    server.cli(&["HSET", &about, "pod-dead", "1\th\tv"]);
+    announce(&mut con, &key, "pod-a", 10_000);
+    assert_eq!(server.cli(&["HEXISTS", &about, "pod-dead"]), "0");
+    assert_eq!(server.cli(&["HEXISTS", &about, "pod-a"]), "1");
+}
+
+#[test]
+fn replica_about_keeps_control_characters_out() {
+    let about = replica_about(5, "ho\tst\n", "v\x1b[2J", &[]);
+    assert_eq!(parse_replica_about(&about), Some((5, "ho st ", "v [2J", vec![])));
 }
 
 #[test]
