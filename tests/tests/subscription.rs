@@ -87,3 +87,28 @@ async fn messages_are_heard_gaps_reported_and_dropping_unsubscribes() {
         "dropping the subscription unsubscribes"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_cluster_the_channel_is_sharded_in_its_hash_tags_slot() {
+    init_tracing();
+    let cluster = tokio::task::spawn_blocking(tests::harness::RedisCluster::start).await.expect("cluster");
+    let hosts: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|u| u.trim_start_matches("redis://").trim_end_matches('/').to_owned())
+        .collect();
+    let url = format!("redis+cluster://{}", hosts.join(","));
+    let connect = |instance: &str| {
+        LockClient::builder().url(url.as_str()).instance_id(instance).build().expect("client")
+    };
+    let (listener, publisher) = (connect("listener"), connect("publisher"));
+    assert_eq!(publisher.publish_command(), "SPUBLISH", "sharded pub/sub in a cluster");
+    let channel = "app:{orders}:changed";
+    let subscription = listener.subscribe(channel).await.expect("subscribed");
+    // Subscribed on the node that owns the tag's slot (a shard channel is counted there only).
+    let owner = cluster.cli_for_key(channel, &["PUBSUB", "SHARDNUMSUB", channel]);
+    assert_eq!(owner.lines().last().map(str::trim), Some("1"), "{owner}");
+    publish(&publisher, channel, "one").await;
+    let heard = tokio::time::timeout(Duration::from_secs(5), subscription.next()).await;
+    assert_eq!(heard, Ok(Notice::Message));
+}
