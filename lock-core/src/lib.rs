@@ -27,6 +27,7 @@ pub use client::builder::{
     DEFAULT_WATCHDOG_LEASE, LockClientBuilder,
 };
 pub use client::inspect;
+pub use client::subscription::{Notice, Subscription};
 pub use client::{ClientStats, LockClient};
 pub use conn::eviction::EvictionCheck;
 pub use error::{ErrorChain, LockError, LossReason, Result};

@@ -135,8 +135,8 @@ enum Command {
         job: String,
     },
     /// Run a job once now: exactly one live replica of its scheduler group takes the request
-    /// (within about a second) and runs it through the job's lock; recorded in its history as
-    /// a manual run by you.
+    /// (at once: the replicas are told on their group's channel) and runs it through the
+    /// job's lock; recorded in its history as a manual run by you.
     Run {
         /// The job's name.
         job: String,

@@ -332,10 +332,11 @@ impl Job {
     ///
     /// Cost in Redis: nothing while runs succeed; per failed attempt with attempts left, one
     /// round trip to add the retry; per due retry, one round trip to take it (shared by every
-    /// retry due in the same poll), then the run's own claim and release. Replicas read the due
-    /// retries in the pipeline they already send every
-    /// [`RUN_POLL`](crate::schema::RUN_POLL), so a retry starts up to that much after it is
-    /// due.
+    /// retry due at the same time), then the run's own claim and release. The retry is announced
+    /// on the group's channel ([`group_channel`](crate::schema::group_channel)) as it is added,
+    /// so every replica knows when it is due and looks then: it starts on time even if the
+    /// replica that scheduled it died (or within [`RUN_POLL`](crate::schema::RUN_POLL) if that
+    /// message was lost).
     ///
     /// ```
     /// use std::time::Duration;

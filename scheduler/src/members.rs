@@ -168,6 +168,11 @@ impl Members {
         Ok(count)
     }
 
+    /// The group's name.
+    pub(crate) fn group(&self) -> &str {
+        &self.group
+    }
+
     /// The group's job registry key.
     pub(crate) fn jobs_key(&self) -> &str {
         &self.jobs_key

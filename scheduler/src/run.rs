@@ -23,8 +23,11 @@ use crate::overlap::{self, Overlap};
 use crate::pause_check::PauseCheck;
 use crate::report::RunOutcome;
 use crate::retry::pending;
-use crate::schema::{BACKFILL_ATTEMPT, RUN_POLL};
+use crate::schema::BACKFILL_ATTEMPT;
 use crate::shared::{Attempt, JobEntry, Manual, Origin, Shared};
+
+/// How long a backfill slot that found the job's lock held waits before it is tried again.
+const HELD_BACKFILL_WAIT_MS: i64 = 500;
 
 /// A run in flight for a job on this replica.
 pub(crate) struct Running {
@@ -347,9 +350,10 @@ async fn after_attempt(
     let tick = slot.timestamp_millis();
     if attempt.backfill {
         if *outcome == RunOutcome::SkippedHeld {
-            // Another run holds the lock (another backfilled slot, say): the slot waits a poll.
+            // Another run holds the lock (another backfilled slot, say): the slot waits a while
+            // (the replicas wake when it comes due).
             let (now, retries) = (shared.clock.now(), shared.members.retries_key());
-            let due = now + chrono::TimeDelta::from_std(RUN_POLL).unwrap_or_default();
+            let due = now + chrono::TimeDelta::milliseconds(HELD_BACKFILL_WAIT_MS);
             if let Err(e) =
                 pending::add(&shared.client, retries, &job.name, tick, BACKFILL_ATTEMPT, due, now).await
             {

@@ -1,27 +1,37 @@
-//! Taking "run now" requests on a replica: every [`RUN_POLL`] it looks for the requests of its
-//! group ([`schema::runs_key`]), in one pipelined round trip whatever the number of jobs, takes
-//! those for its jobs (one replica wins each: `take_run.lua`) and runs them; it also keeps the
-//! group's job registry ([`schema::jobs_key`]) current. The requests are made by
+//! Taking "run now" requests and due retries on a replica. The replica subscribes to its
+//! group's channel ([`schema::group_channel`]), on which every request, retry and backfill slot
+//! is announced as it is written, and looks when told: one pipelined round trip whatever the
+//! number of jobs ([`schema::runs_key`], whether [`schema::jobs_key`] exists, the due retries and
+//! the next one's due time), then takes those for its jobs (one replica wins each:
+//! `take_run.lua`, `ZREM`) and runs them. It also looks when the next pending retry comes due,
+//! right after (re)subscribing, and every [`RUN_POLL`] in case a message was lost; and keeps the
+//! group's job registry current. The requests are made by
 //! [`control::run_now`](crate::control::run_now::run_now).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
-use lock_core::{ErrorChain, redis};
+use lock_core::{ErrorChain, Subscription, redis};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
-use crate::command;
+use crate::command::{self, TIMEOUT};
 use crate::error::ControlError;
-use crate::retry::pending;
+use crate::retry::pending::{self, DUE_PER_POLL};
 use crate::run;
 use crate::schema::{self, MEMBER_TTL, RUN_POLL, TAKE_RUN};
 use crate::shared::{JobEntry, Manual, Shared};
 use crate::state::State;
 use crate::timer::jobs::Command;
 
-/// Looks for "run now" requests every [`RUN_POLL`] and runs the ones this replica takes;
-/// keeps the group's job registry current. Ends when the scheduler stops.
+/// How soon a look that failed is tried again (only while failing: Redis unreachable, say), or
+/// one that read a full page of due retries.
+const RETRY_LOOK: Duration = Duration::from_millis(500);
+
+/// Looks for "run now" requests and due retries when told, when a retry comes due and every
+/// [`RUN_POLL`]; runs the ones this replica takes; keeps the group's job registry current.
+/// Ends when the scheduler stops.
 pub(crate) fn spawn_taker(
     shared: Arc<Shared>,
     mut state: watch::Receiver<State>,
@@ -32,17 +42,37 @@ pub(crate) fn spawn_taker(
         async move {
             let mut registered: BTreeSet<Arc<str>> = BTreeSet::new();
             let mut failing = false;
+            let mut subscription: Option<Subscription> = None;
             loop {
-                match poll(&shared, &mut registered, &timer).await {
-                    Ok(()) => failing = false,
-                    Err(e) if !failing => {
-                        failing = true;
-                        tracing::warn!(error = %ErrorChain(&e), "could not look for run-now requests; retrying");
+                // Subscribed before looking: a request written after the subscription is heard,
+                // one written before is found by this look.
+                subscribe(&shared, &mut subscription).await;
+                let wait = match poll(&shared, &mut registered, &timer).await {
+                    Ok(next) => {
+                        failing = false;
+                        next
                     }
-                    Err(_) => {}
-                }
+                    Err(e) => {
+                        if !failing {
+                            failing = true;
+                            tracing::warn!(error = %ErrorChain(&e), "could not look for run-now requests; retrying");
+                        }
+                        RETRY_LOOK
+                    }
+                };
+                let notice = async {
+                    match &subscription {
+                        Some(s) => {
+                            let notice = s.next().await;
+                            tracing::trace!(?notice, "told to look for run-now requests");
+                        }
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
-                    () = tokio::time::sleep(RUN_POLL) => {}
+                    () = tokio::time::sleep(wait) => {}
+                    () = notice => {}
+                    () = shared.registry_changed.notified() => {}
                     changed = state.changed() => {
                         if changed.is_err() || state.borrow().deadline().is_some() {
                             return;
@@ -55,22 +85,44 @@ pub(crate) fn spawn_taker(
     )
 }
 
-/// One look: the pending requests and whether the registry exists, in one round trip; then
-/// the registry rewritten if it is gone or the jobs changed, and each request for one of our
-/// jobs taken (one replica wins it) and run.
+/// Subscribes to the group's channel if not yet, or again if the subscription's connection was
+/// lost for good. A failure is logged and left to the next look: the poll still finds
+/// everything, only later.
+async fn subscribe(shared: &Shared, subscription: &mut Option<Subscription>) {
+    let result = match subscription {
+        Some(s) => s.ensure().await.map(|_| ()),
+        None => match shared.client.subscribe(&schema::group_channel(shared.members.group())).await {
+            Ok(s) => {
+                *subscription = Some(s);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        },
+    };
+    if let Err(e) = result {
+        tracing::debug!(error = %ErrorChain(&e), "could not subscribe to the group's channel; polling every {RUN_POLL:?} meanwhile");
+    }
+}
+
+/// One look: the pending requests, whether the registry exists and the retries due or next, in
+/// one round trip; then the registry rewritten if it is gone or the jobs changed, and each
+/// request and due retry for one of our jobs taken (one replica wins each) and run. Returns how
+/// long until the next look: [`RUN_POLL`], or less if a pending retry comes due sooner.
 async fn poll(
     shared: &Arc<Shared>,
     registered: &mut BTreeSet<Arc<str>>,
     timer: &mpsc::UnboundedSender<Command>,
-) -> Result<(), ControlError> {
+) -> Result<Duration, ControlError> {
     let (jobs_key, runs_key) = (shared.members.jobs_key(), shared.members.runs_key());
     let retries_key = shared.members.retries_key();
+    let now = shared.clock.now();
     let mut pipe = redis::pipe();
     pipe.cmd("HGETALL").arg(runs_key).cmd("EXISTS").arg(jobs_key);
-    // The due retries, in the same round trip: waiting retries cost no extra one.
-    pending::read_due(&mut pipe, retries_key, shared.clock.now());
-    let (requests, exists, due): (HashMap<String, String>, bool, Vec<String>) =
-        command::query_within(&shared.client, "looking for run-now requests", &pipe, RUN_POLL * 4).await?;
+    // The retries due and the next one, in the same round trip: waiting retries cost none.
+    pending::read_due(&mut pipe, retries_key, now);
+    type Look = (HashMap<String, String>, bool, Vec<String>, Vec<(String, f64)>);
+    let (requests, exists, due, next): Look =
+        command::query_within(&shared.client, "looking for run-now requests", &pipe, TIMEOUT).await?;
     let jobs = shared.jobs();
     let now: BTreeSet<Arc<str>> = jobs.iter().map(|j| j.name.clone()).collect();
     if !exists || now != *registered {
@@ -92,7 +144,7 @@ async fn poll(
             hset.ignore();
             pipe.cmd("PEXPIRE").arg(jobs_key).arg(MEMBER_TTL.as_millis() as u64).ignore();
         }
-        command::query_within::<()>(&shared.client, "registering this replica's jobs", &pipe, RUN_POLL * 4)
+        command::query_within::<()>(&shared.client, "registering this replica's jobs", &pipe, TIMEOUT)
             .await?;
         *registered = now;
     }
@@ -102,14 +154,9 @@ async fn poll(
         let Some((id, by, at_ms)) = schema::parse_run_request(&stored) else { continue };
         let mut invocation = TAKE_RUN.key(runs_key);
         invocation.arg(&name).arg(&stored);
-        let taken: i64 = command::run_script(
-            &shared.client,
-            "taking a run-now request",
-            &TAKE_RUN,
-            &invocation,
-            RUN_POLL * 4,
-        )
-        .await?;
+        let taken: i64 =
+            command::run_script(&shared.client, "taking a run-now request", &TAKE_RUN, &invocation, TIMEOUT)
+                .await?;
         if taken == 1 {
             tracing::info!(job = %name, request = id, by, "took a run-now request");
             let manual = Manual { id: id.into(), by: by.into(), at_ms };
@@ -119,7 +166,15 @@ async fn poll(
             let _ = timer.send(Command::Adopt(job.clone(), run));
         }
     }
-    Ok(())
+    if due.len() >= DUE_PER_POLL {
+        // More may be due than were read (or they are other replicas' jobs): look again soon.
+        return Ok(RETRY_LOOK);
+    }
+    // Woken when the next retry comes due (on this replica's clock, as the due times were
+    // written), if before the next poll.
+    let until_next =
+        next.first().map(|(_, at)| (*at as i64 - shared.clock.now().timestamp_millis()).max(0) as u64);
+    Ok(until_next.map_or(RUN_POLL, |ms| Duration::from_millis(ms).min(RUN_POLL)))
 }
 
 /// Takes the due retries (`due`, as read) of this replica's jobs, all in one round trip, and
@@ -143,7 +198,7 @@ async fn take_retries(
         return Ok(());
     }
     let members: Vec<&str> = ours.iter().map(|(member, ..)| *member).collect();
-    let taken = pending::take(&shared.client, shared.members.retries_key(), &members, RUN_POLL * 4).await?;
+    let taken = pending::take(&shared.client, shared.members.retries_key(), &members, TIMEOUT).await?;
     for ((_, job, tick, attempt), taken) in ours.into_iter().zip(taken) {
         let Some(slot) = chrono::DateTime::from_timestamp_millis(tick).filter(|_| taken) else { continue };
         let run = if attempt == schema::BACKFILL_ATTEMPT {

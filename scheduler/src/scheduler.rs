@@ -208,6 +208,7 @@ impl SchedulerBuilder {
                 grace: self.grace,
                 claim_grace: self.claim_grace,
                 registry: Mutex::new(Vec::new()),
+                registry_changed: tokio::sync::Notify::new(),
                 recorder: Recorder::new(),
                 resync: std::sync::OnceLock::new(),
                 commands: std::sync::OnceLock::new(),

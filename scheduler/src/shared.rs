@@ -34,6 +34,9 @@ pub(crate) struct Shared {
     pub(crate) members: Arc<Members>,
     /// The jobs scheduled now (those added at runtime included, removed ones not).
     pub(crate) registry: Mutex<Vec<Arc<JobEntry>>>,
+    /// Told when the registry changes, so the run-now taker rewrites the group's job registry
+    /// in Redis at once rather than at its next look.
+    pub(crate) registry_changed: tokio::sync::Notify,
     pub(crate) recorder: Recorder,
     /// Asks the timer to re-read a job's last claimed tick (set when the timer starts).
     pub(crate) resync: std::sync::OnceLock<mpsc::UnboundedSender<Arc<str>>>,
@@ -72,10 +75,12 @@ impl Shared {
 
     /// Changes the registry under its lock.
     pub(crate) fn with_registry<T>(&self, f: impl FnOnce(&mut Vec<Arc<JobEntry>>) -> T) -> T {
-        match self.registry.lock() {
+        let changed = match self.registry.lock() {
             Ok(mut jobs) => f(&mut jobs),
             Err(poisoned) => f(&mut poisoned.into_inner()),
-        }
+        };
+        self.registry_changed.notify_one();
+        changed
     }
 }
 

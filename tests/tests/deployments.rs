@@ -176,7 +176,7 @@ async fn lock_user_is_enough(url_for: impl Fn(&AclUser) -> String, nodes: &[Stri
     let handed = waiter.await.expect("task").expect("hand-off");
     assert!(handed.release().await.expect("release"));
 
-    // A scheduler job: tick claim, run history, pause flag.
+    // A scheduler job: tick claim, run history, pause flag, run now.
     let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let scheduler = Scheduler::builder()
         .client(a.clone())
@@ -201,6 +201,9 @@ async fn lock_user_is_enough(url_for: impl Fn(&AclUser) -> String, nodes: &[Stri
     );
     handle.pause("acl-job").await.expect("pause");
     assert!(handle.resume("acl-job").await.expect("resume"));
+    // Run now: the request announced on the group's channel (PUBLISH, SPUBLISH in a cluster,
+    // from the script), heard by the replica's subscription, taken.
+    lock_scheduler::control::run_now(&b, "acl-job", "acl-test").await.expect("run now as the lock user");
     // A run's history entry is written after its body ends: wait for it (bounded).
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     let history = loop {

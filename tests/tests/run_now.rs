@@ -1,6 +1,8 @@
 //! "Run now" against a real redis-server with three scheduler replicas: exactly one replica
 //! runs each request, once, through the job's lock; the history says who asked; a running job
-//! is skipped and reported; no replica, no job or a bad name get their own errors.
+//! is skipped and reported; no replica, no job or a bad name get their own errors. Replicas hear
+//! of a request at once (the group's channel), find one whose announcement was lost by their
+//! poll, and an idle one looks only once per poll.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -166,4 +168,117 @@ async fn shutdown_waits_for_or_cancels_a_manual_run_in_flight() {
     assert_eq!(cancelled, ["report"], "exactly one replica had the manual run in flight");
     assert_eq!(server.cli(&["GET", "lock:run-now:report"]), "(nil)", "its lock was released");
     assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+/// Waits (up to `timeout`) until the group's pending request for the job is no longer `stored`:
+/// a replica took it. Returns how long that took, looking every millisecond.
+async fn taken_after(server: &RedisServer, stored: &str, timeout: Duration) -> Option<Duration> {
+    let runs = lock_scheduler::schema::runs_key(lock_scheduler::DEFAULT_GROUP);
+    let started = tokio::time::Instant::now();
+    while started.elapsed() < timeout {
+        if server.cli(&["HGET", &runs, "report"]) != stored {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_is_taken_at_once_by_one_replica_without_waiting_for_the_poll() {
+    init_tracing();
+    let server = RedisServer::start();
+    let (runs, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Semaphore::new(1_000)));
+    let handles = replicas(&server, &runs, &gate).await;
+    let operator = client(&server, "operator");
+    let poll = lock_scheduler::schema::RUN_POLL;
+    let mut latencies = Vec::new();
+    for i in 0..20 {
+        let request = lock_scheduler::control::request_run(&operator, "report", &format!("op-{i}"))
+            .await
+            .expect("stored");
+        let stored = lock_scheduler::schema::run_request(
+            &request.id,
+            &request.by,
+            request.requested_at.timestamp_millis(),
+        );
+        let taken = taken_after(&server, &stored, poll * 2).await.expect("a replica took it");
+        latencies.push(taken);
+        // The next request only once this one ran (one pending request per job).
+        assert!(manual_runs_reach(&operator, i + 1, Duration::from_secs(10)).await, "request {i} ran");
+    }
+    latencies.sort();
+    let (median, worst) = (latencies[latencies.len() / 2], latencies[latencies.len() - 1]);
+    println!(
+        "request -> taken over 20 requests, 3 replicas: median {median:?}, p90 {:?}, max {worst:?}",
+        latencies[17]
+    );
+    // Found by a poll every RUN_POLL, the median would be about half of it.
+    assert!(median < poll / 10, "median {median:?}: the replicas did not hear the requests");
+    assert!(worst < poll / 2, "max {worst:?}: a request waited for the poll");
+    let recorded = manual_runs(&operator).await;
+    assert_eq!(recorded.len(), 20, "{recorded:?}");
+    assert!(recorded.iter().all(|(_, _, outcome)| outcome == "ran"), "{recorded:?}");
+    let ids: std::collections::BTreeSet<&str> = recorded.iter().map(|(id, _, _)| id.as_str()).collect();
+    assert_eq!(ids.len(), 20, "each request ran once");
+    assert_eq!(runs.load(Ordering::SeqCst), 20, "each on one replica");
+    for handle in handles {
+        handle.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_announcement_was_lost_is_found_by_the_poll() {
+    init_tracing();
+    let server = RedisServer::start();
+    let (runs, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Semaphore::new(1_000)));
+    let handles = replicas(&server, &runs, &gate).await;
+    let operator = client(&server, "operator");
+    // An announced request first: every replica looks when told, which restarts its poll
+    // timer, so none looks again for a whole RUN_POLL (nothing else tells them anything here).
+    lock_scheduler::control::run_now(&operator, "report", "ana").await.expect("a replica takes it");
+    assert!(manual_runs_reach(&operator, 1, Duration::from_secs(5)).await);
+    // Stored as request_run.lua does, without the message on the group's channel.
+    let key = lock_scheduler::schema::runs_key(lock_scheduler::DEFAULT_GROUP);
+    let stored = lock_scheduler::schema::run_request("lost-1", "nobody-told", 1);
+    server.cli(&["HSET", &key, "report", &stored]);
+    server.cli(&["PEXPIRE", &key, "10000"]);
+    let poll = lock_scheduler::schema::RUN_POLL;
+    let taken = taken_after(&server, &stored, poll + Duration::from_secs(3)).await;
+    println!("an unannounced request was taken after {taken:?} (RUN_POLL {poll:?})");
+    let taken = taken.expect("no replica found it within a poll");
+    assert!(taken >= poll / 2, "taken after {taken:?}: found by something else than the poll");
+    assert!(manual_runs_reach(&operator, 2, Duration::from_secs(5)).await);
+    let lost = manual_runs(&operator).await.into_iter().filter(|(id, ..)| id == "lost-1").collect::<Vec<_>>();
+    assert_eq!(lost, [("lost-1".into(), "nobody-told".into(), "ran".into())]);
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "one replica ran each request");
+    for handle in handles {
+        handle.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_replica_looks_for_requests_once_per_poll() {
+    init_tracing();
+    let server = RedisServer::start();
+    let (runs, gate) = (Arc::new(AtomicUsize::new(0)), Arc::new(Semaphore::new(1_000)));
+    let handles = replicas(&server, &runs, &gate).await;
+    let operator = client(&server, "operator");
+    // Started: each replica made its first look (the registry holds the job).
+    lock_scheduler::control::run_now(&operator, "report", "ana").await.expect("a replica takes it");
+    assert!(manual_runs_reach(&operator, 1, Duration::from_secs(5)).await);
+    let poll = lock_scheduler::schema::RUN_POLL;
+    let before = server.command_calls("hgetall");
+    let window = tokio::time::Instant::now();
+    tokio::time::sleep(poll * 2).await; // the measured window itself, not a synchronisation
+    let looks = server.command_calls("hgetall") - before;
+    let seconds = window.elapsed().as_secs_f64();
+    println!("3 idle replicas looked {looks} times in {seconds:.1} s (RUN_POLL {poll:?})");
+    // Each replica looks once per poll (plus at most one more at the window's edges); the old
+    // 500 ms poll would have looked 20 times each.
+    assert!(looks >= 3, "the replicas still look: {looks}");
+    assert!(looks <= 3 * 3, "{looks} looks in {seconds:.1} s");
+    for handle in handles {
+        handle.shutdown().await;
+    }
 }

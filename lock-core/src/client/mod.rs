@@ -5,6 +5,7 @@
 pub(crate) mod builder;
 pub mod inspect;
 mod scheduling;
+pub(crate) mod subscription;
 
 use std::collections::BTreeMap;
 use std::fmt;

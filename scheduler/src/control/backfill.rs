@@ -34,8 +34,9 @@ pub struct Backfill {
 
 /// Queues every slot of `job` in `[from, to]` to run once on a live replica of its group, as if
 /// on time, skipping those its history shows already ran (ran, failed, timed out, cancelled, or
-/// backfilled) unless `force`. Returns at once; the runs follow within a poll
-/// ([`RUN_POLL`](schema::RUN_POLL)) and appear in the history with `backfill = 1`.
+/// backfilled) unless `force`. Returns at once; the group's replicas are told at once (or find
+/// them within [`RUN_POLL`](schema::RUN_POLL) if that message is lost), and the runs appear in
+/// the history with `backfill = 1`.
 ///
 /// Round trips: one `SCAN` and one read per group to find the job, one history read, one write
 /// of the queued slots. Errors: [`ControlError::UnknownJob`] when no group registers the job,
@@ -100,6 +101,7 @@ pub async fn backfill(
         let ttl = RETRY_TTL.as_millis() as u64;
         pipe.cmd("PEXPIRE").arg(&key).arg(ttl).arg("NX").ignore();
         pipe.cmd("PEXPIRE").arg(&key).arg(ttl).arg("GT").ignore();
+        crate::retry::pending::announce(&mut pipe, client, &group, "retry");
         // The group found by the admin reads as long as its retries last: its own request (the
         // index is on another Cluster slot), sent concurrently.
         let mut index = redis::pipe();

@@ -1,8 +1,10 @@
 //! "Run now": a request in Redis that exactly one live replica of the job's group takes and
 //! runs once, through the job's lock ([`run_now`], `lockctl run`, the console's run button).
 //!
-//! Each replica keeps its jobs in its group's registry ([`schema::jobs_key`]) and looks for
-//! requests ([`schema::runs_key`]) every [`RUN_POLL`](schema::RUN_POLL). A request is taken by
+//! Each replica keeps its jobs in its group's registry ([`schema::jobs_key`]). A request is
+//! stored in [`schema::runs_key`] and announced on the group's channel
+//! ([`schema::group_channel`]) by the same script, so the replicas hear of it at once; they
+//! also look every [`RUN_POLL`](schema::RUN_POLL), for a message lost. A request is taken by
 //! an atomic compare-and-delete (`take_run.lua`), so at most one replica runs it however many
 //! see it. A replica that takes a request and then dies loses it: at most once, as the slots'
 //! runs.
@@ -82,6 +84,7 @@ pub async fn request_run(client: &LockClient, job: &str, by: &str) -> Result<Run
         let mut invocation = REQUEST_RUN.key(schema::members_key(&group));
         invocation.key(schema::jobs_key(&group)).key(schema::runs_key(&group));
         invocation.arg(job).arg(&stored).arg(RUN_REQUEST_TTL.as_millis() as u64);
+        invocation.arg(client.publish_command()).arg(schema::group_channel(&group));
         let action = "requesting a run";
         match command::run_script::<i64>(client, action, &REQUEST_RUN, &invocation, command::TIMEOUT).await? {
             1 => {

@@ -1,5 +1,7 @@
 //! The pending retries of a scheduler group in Redis ([`schema::retries_key`]): added by the
-//! replica whose attempt failed, read with each "run now" poll, taken (once) by a `ZREM`.
+//! replica whose attempt failed (and announced on the group's channel, so every replica learns
+//! when it is due), read by the replicas' looks for "run now" requests, taken (once) by a
+//! `ZREM`.
 
 use chrono::{DateTime, Utc};
 use lock_core::{LockClient, redis};
@@ -8,8 +10,8 @@ use crate::command::{self, query};
 use crate::error::ControlError;
 use crate::schema::{self, RETRY_TTL};
 
-/// Most due retries a replica reads in one poll (the rest wait for the next, a
-/// [`RUN_POLL`](crate::schema::RUN_POLL) later).
+/// Most due retries a replica reads in one look (it looks again at once when it read this
+/// many).
 pub(crate) const DUE_PER_POLL: usize = 256;
 
 /// Adds attempt `attempt` of `job`'s slot `tick`, due at `due`, to the group's pending retries
@@ -35,6 +37,10 @@ pub(crate) async fn add(
         .ignore();
     pipe.cmd("PEXPIRE").arg(retries).arg(ttl_ms).arg("NX").ignore();
     pipe.cmd("PEXPIRE").arg(retries).arg(ttl_ms).arg("GT").ignore();
+    if let Some(group) = schema::group_of_retries(retries) {
+        // After the write (same connection, in order): a replica told of it finds it.
+        announce(&mut pipe, client, group, "retry");
+    }
     // The group's index entry lasts as long as the set, so the admin reads find it even
     // after every replica of the group stopped; sent concurrently (another Cluster slot).
     let mut index = redis::pipe();
@@ -53,15 +59,25 @@ pub(crate) async fn add(
     added
 }
 
-/// Adds to `pipe` the read of the retries due at `now` (one command, in the poll's pipeline).
+/// Adds to `pipe` the announcement on `group`'s channel ([`schema::group_channel`]) that
+/// something was written for its replicas (`what`: `run`, `retry`). Ignored in the reply.
+pub(crate) fn announce(pipe: &mut redis::Pipeline, client: &LockClient, group: &str, what: &str) {
+    pipe.cmd(client.publish_command()).arg(schema::group_channel(group)).arg(what).ignore();
+}
+
+/// Adds to `pipe` the read of the retries due at `now`, then the earliest one not yet due with
+/// its due time (two commands, in the look's pipeline; replies: members, `[member, ms]`).
 pub(crate) fn read_due(pipe: &mut redis::Pipeline, retries: &str, now: DateTime<Utc>) {
+    let now = now.timestamp_millis();
+    pipe.cmd("ZRANGEBYSCORE").arg(retries).arg("-inf").arg(now).arg("LIMIT").arg(0).arg(DUE_PER_POLL);
     pipe.cmd("ZRANGEBYSCORE")
         .arg(retries)
-        .arg("-inf")
-        .arg(now.timestamp_millis())
+        .arg(format!("({now}"))
+        .arg("+inf")
+        .arg("WITHSCORES")
         .arg("LIMIT")
         .arg(0)
-        .arg(DUE_PER_POLL);
+        .arg(1);
 }
 
 /// Takes the retries `members` (as read): per member, whether this replica took it. Each is

@@ -21,6 +21,10 @@
 //! | [`group_index_key`] `scheduler:groups` | zset | group name -> until when its keys may exist (epoch ms, the writer's clock: [`RETRY_TTL`] after its last announcement or retry written), so that the admin reads find the groups without `SCAN` | [`RETRY_TTL`] after the last write |
 //! | [`job_index_key`] `scheduler:job-index` | zset | job name -> until when its history or pause flag may exist (epoch ms, the writer's clock: [`HISTORY_TTL`] after its history's expiry was last renewed; `+inf` while paused), so that the admin reads find the jobs without `SCAN` | [`HISTORY_TTL`] after the last write |
 //!
+//! The replicas of a group are told of its new run-now requests, retries and backfill slots on
+//! the pub/sub channel [`group_channel`] `scheduler:{group:<name>}:changed` (not a key), in the
+//! group's slot, and look for them every [`RUN_POLL`] in case a message was lost.
+//!
 //! The two index keys hold no hash tag: each is one key, read with one command, on its own
 //! Cluster slot; they are written in the same pipeline as the keys they index (no extra round
 //! trip), never inside a script of another slot. An entry past its score is ignored by the
@@ -63,15 +67,24 @@ pub const BUFFERED_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// are taken over, it is no longer preferred for the slots after (no claim-grace delay).
 pub const MEMBER_TTL: Duration = lock_core::DEFAULT_LIVENESS_TTL;
 
-/// How long a "run now" request waits for a replica to take it. Replicas look every
-/// [`RUN_POLL`]; a requester that sees no taker within [`RUN_PICKUP`] withdraws it.
+/// How long a "run now" request waits for a replica to take it. Replicas hear of it at once
+/// ([`group_channel`]), or within [`RUN_POLL`] if that message was lost; a requester that sees
+/// no taker within [`RUN_PICKUP`] withdraws it.
 pub const RUN_REQUEST_TTL: Duration = Duration::from_secs(10);
 
-/// How often each replica looks for "run now" requests of its group (one `HGETALL`).
-pub const RUN_POLL: Duration = Duration::from_millis(500);
+/// How often each replica looks for "run now" requests and due retries of its group without
+/// being told: the fallback for a lost notification on [`group_channel`] (one pipeline of four
+/// commands, under one command a second). Replicas are told of every request, retry and
+/// backfill as it is written, look at once after their subscription is (re)made, and wake at
+/// the earliest pending retry's due time; this poll also checks that the group's job registry
+/// ([`jobs_key`]) still exists (it lasts as long as the members, whose announcements renew it).
+/// It was 500 ms, the only way requests were found, before replicas were told.
+pub const RUN_POLL: Duration = Duration::from_secs(5);
 
-/// How long a requester waits for a replica to take its "run now" request.
-pub const RUN_PICKUP: Duration = Duration::from_secs(3);
+/// How long a requester waits for a replica to take its "run now" request: long enough for a
+/// replica that missed the announcement to find it by its poll ([`RUN_POLL`]); taken in
+/// milliseconds otherwise.
+pub const RUN_PICKUP: Duration = Duration::from_secs(7);
 
 /// The attempt number that marks a pending entry as a backfill run, not a retry.
 pub const BACKFILL_ATTEMPT: u32 = 0;
@@ -276,6 +289,15 @@ pub fn runs_key(group: &str) -> String {
     format!("scheduler:{{group:{group}}}:runs")
 }
 
+/// The pub/sub channel (not a key: nothing is stored) on which `group`'s replicas are told
+/// that a "run now" request, a retry or a backfill slot was written for the group ([`runs_key`],
+/// [`retries_key`]); published (`PUBLISH`, or `SPUBLISH` in a cluster: same hash tag, same slot)
+/// after the write, in the same script or pipeline. The message says which (`run`, `retry`);
+/// replicas look at both either way.
+pub fn group_channel(group: &str) -> String {
+    format!("scheduler:{{group:{group}}}:changed")
+}
+
 /// The Redis key of `group`'s pending retries (due time -> [`retry_member`]).
 pub fn retries_key(group: &str) -> String {
     format!("scheduler:{{group:{group}}}:retries")
@@ -401,6 +423,7 @@ mod tests {
         assert_eq!(group_of_members(&members_key("g")), Some("g"));
         assert_eq!(group_of_registry(&members_key("g")), None);
         assert_eq!(runs_key("g"), "scheduler:{group:g}:runs");
+        assert_eq!(group_channel("g"), "scheduler:{group:g}:changed");
         assert_eq!(retries_key("g"), "scheduler:{group:g}:retries");
         assert_eq!(parse_retry_member(&retry_member("a\tb", 42, 3)), Some(("a\tb", 42, 3)));
         assert_eq!(parse_retry_member("x\t1"), None);

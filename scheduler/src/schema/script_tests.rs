@@ -125,6 +125,8 @@ fn a_run_request_needs_the_job_and_a_live_member_and_is_taken_once() {
             .arg(job)
             .arg(value)
             .arg(10_000)
+            .arg("PUBLISH")
+            .arg(group_channel("g"))
             .invoke(con)
             .expect("request_run script")
     };

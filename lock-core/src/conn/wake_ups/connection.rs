@@ -176,10 +176,12 @@ impl Hub {
         Ok(PubSubLink::Node { sink, reader })
     }
 
-    /// A message on `channel`: wakes the waiter it names, or, empty, every waiter there.
+    /// A message on `channel`: wakes its listeners, and the waiter it names, or, empty, every
+    /// waiter there.
     pub(super) fn deliver(&self, channel: &str, token: &str) {
         let state = lock_unpoisoned(&self.state);
         let Some(channel) = state.channels.get(channel) else { return };
+        channel.slots.values().filter(|s| s.listener).for_each(|s| s.hand_over());
         match channel.slots.get(token) {
             Some(slot) => slot.hand_over(),
             // Freed with lapsed tickets queued: whoever waits here may retry.

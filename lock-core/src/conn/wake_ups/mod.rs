@@ -7,6 +7,11 @@
 //! registered with that token wakes, so N waiting replicas cost what one does. An empty message (the key was freed while lapsed tickets were
 //! queued) or a lost connection wakes every waiter of the key, to retry.
 //!
+//! The same connection carries the application's own subscriptions ([`WakeUps::listen`],
+//! behind [`LockClient::subscribe`](crate::LockClient::subscribe)): a listener hears every
+//! message on its channel, and is told when the connection was lost and again when it is
+//! restored, so it can look at whatever it watches after a gap.
+//!
 //! On one node or a Sentinel master the connection is a plain pub/sub connection (`SUBSCRIBE`;
 //! the scripts `PUBLISH`). In a cluster it is a RESP3 cluster connection using sharded pub/sub
 //! (`SSUBSCRIBE`; the scripts `SPUBLISH`, the channel being in the key's slot), so a release is
@@ -88,6 +93,9 @@ struct Channel {
 #[derive(Debug)]
 struct Slot {
     id: u64,
+    /// A listener ([`WakeUps::listen`]): woken by every message on its channel, whatever
+    /// it says; not a lock waiter (not counted in the client's stats).
+    listener: bool,
     woken: AtomicBool,
     /// The wake-up was a release naming this waiter: the key now holds its token.
     handed: AtomicBool,
@@ -132,9 +140,24 @@ impl WakeUps {
     pub(crate) fn register(&self, key: &str, token: &str) -> Ticket {
         let name = schema::release_channel(key, schema::client_id_of(token));
         let mut state = lock_unpoisoned(&self.shared.state);
+        self.add(&mut state, name, key, token.to_owned(), false)
+    }
+
+    /// Registers a listener of `channel`: its ticket is handed over by every message there,
+    /// and woken (not handed over) when the connection is lost and when it is restored.
+    pub(crate) fn listen(&self, channel: &str) -> Ticket {
+        let mut state = lock_unpoisoned(&self.shared.state);
+        // Never a lock token (those do not start with a NUL), so never named by a hand-off.
+        let token = format!("\0listen:{}", state.next_slot + 1);
+        self.add(&mut state, channel.to_owned(), channel, token, true)
+    }
+
+    /// A slot on channel `name` (announcing `key`), waiting with `token`.
+    fn add(&self, state: &mut State, name: String, key: &str, token: String, listener: bool) -> Ticket {
         state.next_slot += 1;
         let slot = Arc::new(Slot {
             id: state.next_slot,
+            listener,
             woken: AtomicBool::new(false),
             handed: AtomicBool::new(false),
             notify: Notify::new(),
@@ -148,27 +171,31 @@ impl WakeUps {
             lingering: false,
         });
         channel.idle_since = None;
-        channel.slots.insert(token.to_owned(), slot.clone());
-        Ticket { shared: self.shared.clone(), channel: name, token: token.to_owned(), slot }
+        channel.slots.insert(token.clone(), slot.clone());
+        Ticket { shared: self.shared.clone(), channel: name, token, slot }
     }
 
     /// The number of channels with waiters or a subscription, and the number of waiting
-    /// tasks per lock key.
+    /// tasks per lock key (the application's own subscriptions not counted).
     pub(crate) fn snapshot(&self) -> (usize, BTreeMap<String, usize>) {
         let state = lock_unpoisoned(&self.shared.state);
-        let waiters = state.channels.values().filter(|c| !c.slots.is_empty()).fold(
-            BTreeMap::new(),
-            |mut waiters, c| {
-                // A key's waiters may sit on several channels (one per identity of this client).
-                *waiters.entry(c.key.clone()).or_default() += c.slots.len();
-                waiters
-            },
-        );
-        (state.channels.len(), waiters)
+        let locks = |c: &&Channel| !c.slots.values().all(|s| s.listener);
+        let waiters = state.channels.values().filter(locks).fold(BTreeMap::new(), |mut waiters, c| {
+            // A key's waiters may sit on several channels (one per identity of this client).
+            *waiters.entry(c.key.clone()).or_default() += c.slots.values().filter(|s| !s.listener).count();
+            waiters
+        });
+        let channels = state.channels.values().filter(|c| c.slots.is_empty() || locks(c)).count();
+        (channels, waiters)
     }
 }
 
 impl Ticket {
+    /// The channel this ticket is registered on.
+    pub(crate) fn channel(&self) -> &str {
+        &self.channel
+    }
+
     /// Waits until a hand-off to this waiter (or a reason to retry) is announced.
     /// Returns true if it was a release naming this waiter (the key holds its token since).
     pub(crate) async fn woken(&self) -> bool {
