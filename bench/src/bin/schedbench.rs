@@ -155,7 +155,7 @@ fn fails_first(job: u32, slot: i64) -> bool {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    h % 100 == 0
+    h.is_multiple_of(100)
 }
 
 fn coordinator(args: &[String]) -> Result<()> {
@@ -698,6 +698,9 @@ fn client(url: &str, instance: &str) -> Result<LockClient> {
     Ok(LockClient::builder().url(url).instance_id(instance).build()?)
 }
 
+/// A run a replica started: (job, slot ms, start lag µs, attempt).
+type Run = (u32, i64, u64, u32);
+
 /// `--replica URL INSTANCE JOBS REPLICAS GRACE_MS PATH TAG`: runs `JOBS` jobs on a 1 s cron,
 /// taking `PATH`, until `stop` on stdin, then prints its CPU time between `start` and `end` on
 /// stdin (`cpu_us`) and one `run` line per run it started. `TAG` (may be empty) suffixes its
@@ -709,8 +712,7 @@ fn replica(args: &[String]) -> Result<()> {
     let (jobs, replicas, grace_ms): (usize, usize, u64) =
         (jobs.parse()?, replicas.parse()?, grace_ms.parse()?);
     let path = Path::parse(path).with_context(|| format!("internal: no path {path}"))?;
-    // (job, slot ms, start lag µs, attempt)
-    let runs: Arc<Mutex<Vec<(u32, i64, u64, u32)>>> = Arc::new(Mutex::new(Vec::with_capacity(jobs * 64)));
+    let runs: Arc<Mutex<Vec<Run>>> = Arc::new(Mutex::new(Vec::with_capacity(jobs * 64)));
     let not_run: Arc<Mutex<Vec<(i64, &'static str)>>> = Arc::default();
     let lost = Arc::new(AtomicU64::new(0));
     // Warnings (failed claims, releases, history writes) on stderr, tagged with the instance.
