@@ -286,7 +286,7 @@ fn compare_paths(
         args.replicas, args.jobs, args.secs, args.rounds
     );
     println!(
-        "| path | Redis CPU per job-tick | × {base_name} | Redis commands per job-tick | × {base_name} | script calls per job-tick | start lag p50 / p99 | double runs / missed | retries run / due |",
+        "| path | Redis CPU per job-tick | × {base_name} | Redis commands per job-tick | × {base_name} | script calls per job-tick | start lag p50 / p99 | double runs / missed | retries run / due (not chosen / run twice) |",
         base_name = paths[0].name()
     );
     println!("|---|---|---|---|---|---|---|---|---|");
@@ -294,7 +294,7 @@ fn compare_paths(
         let (cpu, cpu_lo, cpu_hi) = ratio(of, |s| s.cpu_us);
         let (cmds, cmds_lo, cmds_hi) = ratio(of, |s| s.cmds);
         println!(
-            "| {} | {:.1} µs | {cpu:.2} [{cpu_lo:.2}-{cpu_hi:.2}] | {:.2} | {cmds:.3} [{cmds_lo:.3}-{cmds_hi:.3}] | {:.2} | {:.1} / {:.1} ms | {} / {} | {} / {} |",
+            "| {} | {:.1} µs | {cpu:.2} [{cpu_lo:.2}-{cpu_hi:.2}] | {:.2} | {cmds:.3} [{cmds_lo:.3}-{cmds_hi:.3}] | {:.2} | {:.1} / {:.1} ms | {} / {} | {} / {} ({} / {}) |",
             path.name(),
             med(of, |s| s.cpu_us),
             med(of, |s| s.cmds),
@@ -305,6 +305,8 @@ fn compare_paths(
             of.iter().map(|s| s.missed).sum::<u64>(),
             of.iter().map(|s| s.retries).sum::<u64>(),
             of.iter().map(|s| s.retries_due).sum::<u64>(),
+            of.iter().map(|s| s.retried_unchosen).sum::<u64>(),
+            of.iter().map(|s| s.retry_doubles).sum::<u64>(),
         );
         println!(
             "{{\"scenario\":\"sched-paths\",\"path\":\"{}\",\"replicas\":{},\"jobs\":{},\"secs\":{},\"rounds\":{},\"redis_cpu_us\":{:.2},\"redis_cpu_ratio\":{cpu:.3},\"redis_cmds\":{:.3},\"redis_cmds_ratio\":{cmds:.3},\"scripts\":{:.3}}}",
@@ -320,8 +322,9 @@ fn compare_paths(
     }
     println!(
         "\nPer job-tick = per (job, slot) of the window, all replicas together; a retry is part of its slot's \
-         job-tick. retries run / due: second attempts run in the window / job-ticks of the window chosen to fail \
-         their first attempt."
+         job-tick. retries run / due: job-ticks of the window with a second attempt / chosen to fail their first \
+         attempt; not chosen: retried although not chosen (the first attempt failed for another reason); run twice: \
+         second attempts run more than once."
     );
     Ok(())
 }
@@ -343,10 +346,14 @@ struct Summary {
     p99_ms: f64,
     doubles: u64,
     missed: u64,
-    /// Second attempts run at slots of the window.
+    /// Job-ticks of the window that had a second attempt.
     retries: u64,
     /// Job-ticks of the window whose first attempt the `retry` path fails.
     retries_due: u64,
+    /// Job-ticks whose second attempt ran more than once (extra runs).
+    retry_doubles: u64,
+    /// Job-ticks retried that were not chosen to fail.
+    retried_unchosen: u64,
 }
 
 struct Replica {
@@ -411,7 +418,7 @@ fn measure(
     // Reports a replica could not keep up with (so not in `not_run`).
     let mut lost = 0u64;
     // Attempts after the first (the `retry` path's), at slots of the window.
-    let mut retries = 0u64;
+    let mut retried: HashMap<(u32, i64), u32> = HashMap::new();
     for replica in children.iter_mut() {
         let mut runs = 0u64;
         let mut line = String::new();
@@ -458,7 +465,7 @@ fn measure(
             }
             if attempt > 1 {
                 // A retry: part of its slot's job-tick, late by its backoff by design.
-                retries += 1;
+                *retried.entry((job, tick)).or_default() += 1;
                 continue;
             }
             runs += 1;
@@ -528,6 +535,12 @@ fn measure(
     let scripts = |of: &std::collections::BTreeMap<String, u64>| {
         ["evalsha", "eval", "fcall"].iter().filter_map(|c| of.get(*c)).sum::<u64>()
     };
+    // Second attempts: job-ticks retried, those retried more than once (a double run of a
+    // retry), those retried without being chosen to fail (their first attempt failed for
+    // another reason: a claim or a lock that failed).
+    let retries = retried.len() as u64;
+    let retry_doubles: u64 = retried.values().map(|&n| u64::from(n) - 1).sum();
+    let retried_unchosen = retried.keys().filter(|(job, slot)| !fails_first(*job, *slot)).count() as u64;
     let retries_due = if path == Path::Retry {
         (start_ms..end_ms)
             .step_by(1000)
@@ -546,10 +559,12 @@ fn measure(
         missed,
         retries,
         retries_due,
+        retry_doubles,
+        retried_unchosen,
     };
     if !with_floor {
         println!(
-            "\nRedis per job-tick: CPU {:.1} µs, {:.2} commands ({}), {:.2} script calls; retries run {retries} of {retries_due} due.",
+            "\nRedis per job-tick: CPU {:.1} µs, {:.2} commands ({}), {:.2} script calls; retries run {retries} of {retries_due} due ({retried_unchosen} not chosen to fail, {retry_doubles} run twice).",
             summary.cpu_us,
             summary.cmds,
             load.breakdown(expected),
@@ -737,8 +752,8 @@ fn replica(args: &[String]) -> Result<()> {
             let runs = runs.clone();
             let job = Job::with_context(format!("{i}"), "* * * * * *", move |ctx: RunContext| {
                 let lag = (Utc::now() - ctx.slot()).num_microseconds().unwrap_or(i64::MAX).max(0) as u64;
-                // Attempt n of a slot claims tick slot + n - 1.
-                let slot = ctx.tick() - i64::from(ctx.attempt().saturating_sub(1));
+                // The slot's tick, for every attempt (attempt n claims tick + n - 1 in Redis).
+                let slot = ctx.tick();
                 if let Ok(mut runs) = runs.lock() {
                     runs.push((i as u32, slot, lag, ctx.attempt()));
                 }
