@@ -12,6 +12,11 @@ use deadpool_redis::redis;
 use lock_core::{LockClient, LockOptions, schema};
 use tests::harness::{RedisServer, init_tracing, wait_until};
 
+/// The hand-off time of `impatient_waiters`' clients: lock-core's default command timeout. A
+/// release that reserved the lock for a caller that left without saying so would make the
+/// next waiter wait this long.
+const HAND_OFF: Duration = Duration::from_secs(2);
+
 /// What one `impatient_waiters` process reported.
 #[derive(Debug, Default, Clone, Copy)]
 struct Report {
@@ -19,6 +24,10 @@ struct Report {
     patient: u64,
     max_wait: Duration,
     gave_up: u64,
+    /// Reservations this process passed on because their waiter had given up.
+    waiter_left: u64,
+    /// Reservations this process found lapsed untaken.
+    lapsed: u64,
 }
 
 fn spawn(server: &RedisServer, key: &str, secs: f64, patient: bool, impatient: usize) -> Child {
@@ -50,19 +59,29 @@ fn report(child: Child) -> Report {
         patient: field("patient"),
         max_wait: Duration::from_millis(field("max_wait_ms")),
         gave_up: field("gave_up"),
+        waiter_left: field("waiter_left"),
+        lapsed: field("lapsed"),
     }
 }
 
+/// What one run measured, all processes together.
+struct Run {
+    /// Acquisitions of the key by everyone.
+    acquired: u64,
+    /// The patient loop's own report.
+    patient: Report,
+    /// Impatient calls that gave up.
+    gave_up: u64,
+    /// Unclaimed hand-offs, by reason, counted by every process.
+    waiter_left: u64,
+    lapsed: u64,
+    /// The longest queue Redis held.
+    longest_queue: u64,
+}
+
 /// One run: a patient loop in its own process and `impatient` request-handler tasks spread over
-/// `processes` other processes, for `secs`. Returns the acquisitions of the key by everyone, the
-/// patient loop's report, how many impatient calls gave up, and the longest queue Redis held.
-fn run(
-    server: &RedisServer,
-    key: &str,
-    secs: f64,
-    processes: usize,
-    impatient: usize,
-) -> (u64, Report, u64, u64) {
+/// `processes` other processes, for `secs`.
+fn run(server: &RedisServer, key: &str, secs: f64, processes: usize, impatient: usize) -> Run {
     let queue = schema::queue_key(key);
     let longest = Arc::new(AtomicU64::new(0));
     let sampling = Arc::new(AtomicBool::new(true));
@@ -84,9 +103,15 @@ fn run(
     let others: Vec<Report> = others.into_iter().map(report).collect();
     sampling.store(false, Ordering::Relaxed);
     sampler.join().expect("sampler");
-    let total = patient.acquired + others.iter().map(|r| r.acquired).sum::<u64>();
-    let gave_up = others.iter().map(|r| r.gave_up).sum();
-    (total, patient, gave_up, longest.load(Ordering::Relaxed))
+    let all = || std::iter::once(&patient).chain(&others);
+    Run {
+        acquired: all().map(|r| r.acquired).sum(),
+        patient,
+        gave_up: others.iter().map(|r| r.gave_up).sum(),
+        waiter_left: all().map(|r| r.waiter_left).sum(),
+        lapsed: all().map(|r| r.lapsed).sum(),
+        longest_queue: longest.load(Ordering::Relaxed),
+    }
 }
 
 fn redis_fixture_connect(url: &str) -> redis::Connection {
@@ -94,40 +119,64 @@ fn redis_fixture_connect(url: &str) -> redis::Connection {
 }
 
 /// The request-handler scenario of issue 20, with 1, 4 and 64 impatient tasks in one process
-/// and 16 spread over four: the lock keeps at least an eighth of its no-churn rate, the patient caller
-/// never waits anywhere near a hand-off time (2 s, the default command timeout), and the queue
-/// in Redis holds no more entries than there are waiters.
+/// and 16 spread over four. Asserted is the mechanism, not a rate (the rate relative to no
+/// churn is `lockbench` S5's, BENCHMARKS.md): every give-up leaves the queue in its own script,
+/// so no release ever reserves the lock for a departed caller and waits a hand-off time for it
+/// (no reservation lapses, the patient loop's longest wait stays below a hand-off time), the
+/// queue in Redis holds no more entries than there are waiters, and nothing is left behind.
 #[test]
 fn callers_that_give_up_waiting_do_not_slow_the_lock_down() {
     init_tracing();
     let server = RedisServer::start();
     let secs = 2.0;
-    let (calm, calm_patient, _, calm_queue) = run(&server, "lock:impatient:calm", secs, 0, 0);
-    assert_eq!(calm_queue, 0, "nobody queues behind a lone loop");
-    assert!(calm > 100, "the no-churn rate is measured: {calm} in {secs} s");
-    eprintln!("no churn: {calm} acquisitions, longest wait {:?}", calm_patient.max_wait);
+    let calm = run(&server, "lock:impatient:calm", secs, 0, 0);
+    assert_eq!(calm.longest_queue, 0, "nobody queues behind a lone loop");
+    assert!(calm.patient.patient > 0, "the lone loop acquires");
+    eprintln!("no churn: {} acquisitions, longest wait {:?}", calm.acquired, calm.patient.max_wait);
     for (processes, impatient) in [(1, 1), (1, 4), (1, 64), (4, 16)] {
         let key = format!("lock:impatient:{processes}x{impatient}");
-        let (total, patient, gave_up, queue) = run(&server, &key, secs, processes, impatient);
+        let r = run(&server, &key, secs, processes, impatient);
         eprintln!(
-            "{impatient} impatient tasks in {processes} process(es): {total} acquisitions ({:.2}x no churn), \
-             patient {} with longest wait {:?}, {gave_up} gave up, longest queue {queue}",
-            total as f64 / calm as f64,
-            patient.patient,
-            patient.max_wait,
+            "{impatient} impatient tasks in {processes} process(es): {} acquisitions (no churn: {}), \
+             patient {} with longest wait {:?}, {} gave up, reservations passed on from a caller \
+             that left {}, lapsed {}, longest queue {}",
+            r.acquired,
+            calm.acquired,
+            r.patient.patient,
+            r.patient.max_wait,
+            r.gave_up,
+            r.waiter_left,
+            r.lapsed,
+            r.longest_queue,
         );
-        assert!(gave_up > 0, "the scenario makes callers give up");
-        // An eighth of the no-churn rate: the bug this guards against left a few acquisitions
-        // in 2 s (0.005x). 64 tasks giving up 6,000 times a second keep both cores of a 2-core
-        // machine busy (their debug-build process and Redis), and the patient loop then gets
-        // 0.20-0.29x; 1, 4 and 4x16 tasks stay near 1x.
-        assert!(total * 8 >= calm, "{total} acquisitions with {impatient} impatient tasks, {calm} without");
-        assert!(patient.max_wait < Duration::from_secs(1), "the patient loop waited {:?}", patient.max_wait);
+        assert!(r.gave_up > 0, "the scenario makes callers give up");
+        assert!(r.patient.patient > 0, "the patient loop acquires");
+        // The bug this guards against (issue 20): a give-up that left its ticket queued got the
+        // lock reserved for it, and every such reservation lapsed after a hand-off time.
+        assert_eq!(r.lapsed, 0, "no reservation lapsed: every give-up left the queue itself");
+        if impatient >= 4 {
+            // The check had material: releases did reserve the lock for callers that were
+            // leaving (hundreds per run with 4 tasks or more), and their give-ups passed it on.
+            assert!(r.waiter_left > 0, "no give-up met a reservation");
+        }
+        assert!(
+            r.patient.max_wait < HAND_OFF,
+            "the patient loop waited {:?}, a hand-off time ({HAND_OFF:?}) or more",
+            r.patient.max_wait
+        );
         // Every task waits for at most one lock at a time; a clean-up still in flight may leave
         // one more entry for a moment.
         let waiters = impatient as u64 + 1;
+        let queue = r.longest_queue;
         assert!(queue <= waiters + waiters / 4 + 1, "{queue} entries queued for {waiters} waiters");
         assert_eq!(server.cli(&["LLEN", &schema::queue_key(&key)]), "0", "nothing left queued");
+        // The sorted set also keeps the per-client hand-off records (`@<client id>`), which
+        // expire with it; a waiter's ticket is its token.
+        let tickets = server.cli(&["ZRANGE", &schema::tickets_key(&key), "0", "-1"]);
+        assert!(
+            tickets.lines().all(|t| t.trim().is_empty() || t.starts_with('@')),
+            "tickets left: {tickets}"
+        );
         assert_eq!(server.cli(&["EXISTS", &key]), "0", "nothing left held");
     }
 }

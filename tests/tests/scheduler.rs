@@ -261,13 +261,22 @@ async fn three_skewed_replicas_run_each_tick_exactly_once() {
     let last: i64 = server.cli(&["GET", "{lock:count}:tick"]).parse().unwrap();
     assert!(last >= *ticks.last().unwrap(), "the last claimed tick is in Redis");
 
-    // Fired on the slot, not up to 500 ms after it (tokio-cron-scheduler's polling).
-    let mut lateness: Vec<Duration> = all.iter().map(|r| r.lateness).collect();
-    lateness.sort();
-    let median = lateness[lateness.len() / 2];
-    let max = *lateness.last().unwrap();
-    assert!(median < Duration::from_millis(50), "median lateness {median:?}");
-    assert!(max < Duration::from_millis(300), "max lateness {max:?}");
+    // The replica preferred for a tick (rendezvous over job, tick and the live replicas)
+    // claims it at once and the others only after the claim grace, so which replica runs a
+    // tick follows the preference, not the clocks: pod-3, whose clock is 200 ms ahead, fires
+    // first every time and would run every tick if all replicas claimed at once. Preferred for
+    // all 9 ticks by chance: (1/3)^9. (How late slots fire is schedbench's start lag, tracked
+    // in BENCHMARKS.md, not a test's timing.)
+    let winners: BTreeSet<&str> = all
+        .iter()
+        .filter(|r| ticks.contains(&r.tick) && r.outcome == RunOutcome::Ran)
+        .map(|r| r.instance.as_str())
+        .collect();
+    eprintln!("ticks {ticks:?} ran on {winners:?}");
+    assert!(winners.len() > 1, "one replica ran every tick: {winners:?}");
+    // Fired on the slot by each replica's own clock, not polled for: within the claim grace,
+    // past which a slot is no longer its preferred replica's to claim.
+    assert!(all.iter().all(|r| r.lateness < Duration::from_millis(500)), "{all:#?}");
 }
 
 #[distributed_lock(key = "lock:annotated", skip_if_held, client = client)]

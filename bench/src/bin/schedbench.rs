@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p lockbench --bin schedbench -- [--replicas 3] [--jobs 1000] [--secs 30]
-//!     [--idle-jobs 5000] [--idle-secs 20] [--grace-ms 500]
+//!     [--idle-jobs 5000] [--idle-secs 20] [--grace-ms 500] [--paths skip,retry,allow,buffer [--rounds 2]]
 //! ```
 //!
 //! Uses the Redis at `REDIS_URL` if set, else starts a private `redis-server`. Two parts:
@@ -28,6 +28,15 @@
 //! job-tick net of it.
 //!
 //! Prints Markdown tables and the targets of issues 14 and 25 (met or not).
+//!
+//! **Paths** (`--paths`, issue 43): the load part once per code path, each with replicas of
+//! its own, in `--rounds` rounds that rotate the order: `skip` (the default `Overlap::Skip`,
+//! the baseline), `retry` (a `RetryPolicy` of 2 attempts, 200 ms apart, and 1% of the
+//! job-ticks — chosen by a hash of job and slot, the same on every replica — fail their first
+//! attempt), `allow` (`Overlap::Allow`: the slot is claimed without the job's lock) and
+//! `buffer` (`Overlap::BufferOne`: a look at the buffer at each run's end). Reports Redis CPU
+//! and commands per job-tick of each path as the median over rounds of its ratio to `skip`'s
+//! in the same round (the floor is not measured in this mode).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -42,7 +51,7 @@ use clap::builder::RangedU64ValueParser;
 use lock_core::LockClient;
 use lock_core::redis::{self, aio::MultiplexedConnection};
 use lock_scheduler::chrono::Utc;
-use lock_scheduler::{Job, RunContext, Scheduler};
+use lock_scheduler::{Job, Overlap, RetryPolicy, RunContext, Scheduler};
 
 #[path = "../server.rs"]
 #[allow(dead_code, reason = "shared with lockbench, which uses all of it")]
@@ -50,7 +59,7 @@ mod server;
 
 use server::{CmdDelta, CmdStats, process_cpu_us};
 
-/// The run line a replica prints: `run <job> <tick ms> <lag µs>`.
+/// The run line a replica prints: `run <job> <slot ms> <lag µs> <attempt>`.
 const RUN: &str = "run";
 /// The line a replica prints per slot it settled without running it: `not-run <tick ms>
 /// <outcome>` (skipped as done elsewhere, held, still running; missed; failed).
@@ -101,6 +110,52 @@ struct Args {
     /// the replicas' scheduling grace, ms
     #[arg(long, value_name = "MS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     grace_ms: u64,
+    /// compare these code paths, each with replicas of its own (the first is the baseline of
+    /// the ratios), instead of one load part
+    #[arg(long, value_name = "PATHS", value_delimiter = ',')]
+    paths: Vec<Path>,
+    /// --paths: rounds (the paths' order rotates from one round to the next)
+    #[arg(long, value_name = "R", default_value_t = 2, value_parser = RangedU64ValueParser::<usize>::new().range(1..=100))]
+    rounds: usize,
+}
+
+/// A code path of the scheduler the replicas' jobs take (`--paths`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Path {
+    /// `Overlap::Skip`, no retry policy: the default path.
+    Skip,
+    /// A retry policy (2 attempts, 200 ms apart); 1% of the job-ticks fail their first attempt.
+    Retry,
+    /// `Overlap::Allow`: the slot's tick is claimed without the job's lock.
+    Allow,
+    /// `Overlap::BufferOne`: each run's end looks at the buffer.
+    Buffer,
+}
+
+impl Path {
+    fn name(self) -> &'static str {
+        match self {
+            Path::Skip => "skip",
+            Path::Retry => "retry",
+            Path::Allow => "allow",
+            Path::Buffer => "buffer",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Path> {
+        [Path::Skip, Path::Retry, Path::Allow, Path::Buffer].into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// Whether the `retry` path fails the first attempt at `job`'s `slot`: 1% of job-ticks, the
+/// same on every replica (FNV-1a of job and slot).
+fn fails_first(job: u32, slot: i64) -> bool {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in job.to_le_bytes().into_iter().chain(slot.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h.is_multiple_of(100)
 }
 
 fn coordinator(args: &[String]) -> Result<()> {
@@ -148,13 +203,32 @@ fn coordinator(args: &[String]) -> Result<()> {
     })?;
     let idle_redis_us_per_s = idle_redis.server_cpu_us as f64 / IDLE_REDIS.as_secs_f64();
 
-    // Start the replicas; each says `ready` once it sees all the others.
+    if args.paths.is_empty() {
+        let mut children = spawn_replicas(&exe, redis.url(), &args, Path::Skip, "")?;
+        let result = measure(&args, &mut children, &rt, &mut conn, idle_redis_us_per_s, Path::Skip, true);
+        stop(&mut children);
+        return result.map(|_| ());
+    }
+    compare_paths(&args, &exe, redis.url(), &rt, &mut conn, idle_redis_us_per_s)
+}
+
+/// Starts `args.replicas` replica processes whose jobs take `path`; each says `ready` once it
+/// sees all the others. `tag` keeps each phase's group, instances and lock keys apart (a
+/// replica of an earlier phase stays live in its group for a liveness TTL).
+fn spawn_replicas(
+    exe: &std::path::Path,
+    url: &str,
+    args: &Args,
+    path: Path,
+    tag: &str,
+) -> Result<Vec<Replica>> {
     let mut children = Vec::new();
     for i in 0..args.replicas {
-        let instance = format!("replica-{i}");
-        let mut child = Command::new(&exe)
-            .args(["--replica", redis.url(), &instance])
+        let instance = format!("replica{tag}-{i}");
+        let mut child = Command::new(exe)
+            .args(["--replica", url, &instance])
             .args([args.jobs.to_string(), args.replicas.to_string(), args.grace_ms.to_string()])
+            .args([path.name(), tag])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -164,12 +238,122 @@ fn coordinator(args: &[String]) -> Result<()> {
         let stdout = BufReader::new(child.stdout.take().context("replica stdout")?);
         children.push(Replica { instance, child, stdin, stdout });
     }
-    let result = measure(&args, &mut children, &rt, &mut conn, idle_redis_us_per_s);
-    for replica in &mut children {
+    Ok(children)
+}
+
+fn stop(children: &mut [Replica]) {
+    for replica in children {
         let _ = replica.child.kill();
         let _ = replica.child.wait();
     }
-    result
+}
+
+/// `--paths`: the load part once per path per round, the order rotated, and the ratios of each
+/// path's Redis cost per job-tick to the first path's in the same round.
+fn compare_paths(
+    args: &Args,
+    exe: &std::path::Path,
+    url: &str,
+    rt: &tokio::runtime::Runtime,
+    conn: &mut MultiplexedConnection,
+    idle_redis_us_per_s: f64,
+) -> Result<()> {
+    let paths = &args.paths;
+    let mut results: Vec<Vec<Summary>> = paths.iter().map(|_| Vec::new()).collect();
+    for round in 0..args.rounds {
+        for k in 0..paths.len() {
+            let i = (round + k) % paths.len();
+            let tag = format!("-{}{round}", paths[i].name());
+            let mut children = spawn_replicas(exe, url, args, paths[i], &tag)?;
+            let result = measure(args, &mut children, rt, conn, idle_redis_us_per_s, paths[i], false);
+            stop(&mut children);
+            results[i].push(result?);
+        }
+    }
+    let base = &results[0];
+    let ratio = |of: &[Summary], f: fn(&Summary) -> f64| -> (f64, f64, f64) {
+        let mut r: Vec<f64> = of.iter().zip(base).map(|(a, b)| f(a) / f(b).max(f64::MIN_POSITIVE)).collect();
+        r.sort_by(f64::total_cmp);
+        (median(&r), r[0], r[r.len() - 1])
+    };
+    let med = |of: &[Summary], f: fn(&Summary) -> f64| {
+        let mut v: Vec<f64> = of.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        median(&v)
+    };
+    println!(
+        "\n## Paths: {} replicas × {} jobs on a 1 s cron, {} s per path, {} rounds, medians [min-max] over rounds\n",
+        args.replicas, args.jobs, args.secs, args.rounds
+    );
+    println!(
+        "| path | Redis CPU per job-tick | × {base_name} | Redis commands per job-tick | × {base_name} | script calls per job-tick | start lag p50 / p99 | double runs / missed | retries run / due (not chosen / run twice) |",
+        base_name = paths[0].name()
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (path, of) in paths.iter().zip(&results) {
+        let (cpu, cpu_lo, cpu_hi) = ratio(of, |s| s.cpu_us);
+        let (cmds, cmds_lo, cmds_hi) = ratio(of, |s| s.cmds);
+        println!(
+            "| {} | {:.1} µs | {cpu:.2} [{cpu_lo:.2}-{cpu_hi:.2}] | {:.2} | {cmds:.3} [{cmds_lo:.3}-{cmds_hi:.3}] | {:.2} | {:.1} / {:.1} ms | {} / {} | {} / {} ({} / {}) |",
+            path.name(),
+            med(of, |s| s.cpu_us),
+            med(of, |s| s.cmds),
+            med(of, |s| s.scripts),
+            med(of, |s| s.p50_ms),
+            med(of, |s| s.p99_ms),
+            of.iter().map(|s| s.doubles).sum::<u64>(),
+            of.iter().map(|s| s.missed).sum::<u64>(),
+            of.iter().map(|s| s.retries).sum::<u64>(),
+            of.iter().map(|s| s.retries_due).sum::<u64>(),
+            of.iter().map(|s| s.retried_unchosen).sum::<u64>(),
+            of.iter().map(|s| s.retry_doubles).sum::<u64>(),
+        );
+        println!(
+            "{{\"scenario\":\"sched-paths\",\"path\":\"{}\",\"replicas\":{},\"jobs\":{},\"secs\":{},\"rounds\":{},\"redis_cpu_us\":{:.2},\"redis_cpu_ratio\":{cpu:.3},\"redis_cmds\":{:.3},\"redis_cmds_ratio\":{cmds:.3},\"scripts\":{:.3}}}",
+            path.name(),
+            args.replicas,
+            args.jobs,
+            args.secs,
+            args.rounds,
+            med(of, |s| s.cpu_us),
+            med(of, |s| s.cmds),
+            med(of, |s| s.scripts),
+        );
+    }
+    println!(
+        "\nPer job-tick = per (job, slot) of the window, all replicas together; a retry is part of its slot's \
+         job-tick. retries run / due: job-ticks of the window with a second attempt / chosen to fail their first \
+         attempt; not chosen: retried although not chosen (the first attempt failed for another reason); run twice: \
+         second attempts run more than once."
+    );
+    Ok(())
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+/// One load part's figures per job-tick (all replicas), for `--paths`.
+struct Summary {
+    cpu_us: f64,
+    cmds: f64,
+    scripts: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    doubles: u64,
+    missed: u64,
+    /// Job-ticks of the window that had a second attempt.
+    retries: u64,
+    /// Job-ticks of the window whose first attempt the `retry` path fails.
+    retries_due: u64,
+    /// Job-ticks whose second attempt ran more than once (extra runs).
+    retry_doubles: u64,
+    /// Job-ticks retried that were not chosen to fail.
+    retried_unchosen: u64,
 }
 
 struct Replica {
@@ -179,13 +363,17 @@ struct Replica {
     stdout: BufReader<std::process::ChildStdout>,
 }
 
+/// The load part with `children` (whose jobs take `path`): prints its tables and returns its
+/// figures; `with_floor` also measures the floor and prints the targets.
 fn measure(
     args: &Args,
     children: &mut [Replica],
     rt: &tokio::runtime::Runtime,
     conn: &mut MultiplexedConnection,
     idle_redis_us_per_s: f64,
-) -> Result<()> {
+    path: Path,
+    with_floor: bool,
+) -> Result<Summary> {
     for replica in children.iter_mut() {
         let mut line = String::new();
         loop {
@@ -202,8 +390,12 @@ fn measure(
     let start_ms = (Utc::now().timestamp_millis() / 1000 + 2) * 1000;
     let end_ms = start_ms + args.secs as i64 * 1000;
     println!(
-        "\n## Load: {} replicas × {} jobs on a 1 s cron, {} s (claim grace {} ms)\n",
-        args.replicas, args.jobs, args.secs, args.grace_ms
+        "\n## Load: {} replicas × {} jobs on a 1 s cron, {} s (claim grace {} ms), path {}\n",
+        args.replicas,
+        args.jobs,
+        args.secs,
+        args.grace_ms,
+        path.name()
     );
     // The server's counters over the window (the replicas then keep running for 2.5 s, so
     // that the window's last slots are run, and looked at by every replica, before they stop).
@@ -225,6 +417,8 @@ fn measure(
     let mut not_run: std::collections::BTreeMap<String, u64> = Default::default();
     // Reports a replica could not keep up with (so not in `not_run`).
     let mut lost = 0u64;
+    // Attempts after the first (the `retry` path's), at slots of the window.
+    let mut retried: HashMap<(u32, i64), u32> = HashMap::new();
     for replica in children.iter_mut() {
         let mut runs = 0u64;
         let mut line = String::new();
@@ -259,11 +453,19 @@ fn measure(
                 }
                 _ => continue,
             }
-            let (Some(job), Some(tick), Some(lag)) = (parts.next(), parts.next(), parts.next()) else {
+            let (Some(job), Some(tick), Some(lag), Some(attempt)) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
                 continue;
             };
-            let (job, tick, lag): (u32, i64, u64) = (job.parse()?, tick.parse()?, lag.parse()?);
+            let (job, tick, lag, attempt): (u32, i64, u64, u32) =
+                (job.parse()?, tick.parse()?, lag.parse()?, attempt.parse()?);
             if tick < start_ms || tick >= end_ms {
+                continue;
+            }
+            if attempt > 1 {
+                // A retry: part of its slot's job-tick, late by its backoff by design.
+                *retried.entry((job, tick)).or_default() += 1;
                 continue;
             }
             runs += 1;
@@ -328,13 +530,50 @@ fn measure(
         println!("| {instance} | {runs} | {:+.1}% |", (*runs as f64 - even) / even * 100.0);
     }
 
-    // The floor, as many job-ticks as the window had.
-    let floor = rt.block_on(floor(conn, args.jobs, args.secs))?;
     let per = |v: u64| v as f64 / expected.max(1) as f64;
     // The script calls' count and execution time.
     let scripts = |of: &std::collections::BTreeMap<String, u64>| {
         ["evalsha", "eval", "fcall"].iter().filter_map(|c| of.get(*c)).sum::<u64>()
     };
+    // Second attempts: job-ticks retried, those retried more than once (a double run of a
+    // retry), those retried without being chosen to fail (their first attempt failed for
+    // another reason: a claim or a lock that failed).
+    let retries = retried.len() as u64;
+    let retry_doubles: u64 = retried.values().map(|&n| u64::from(n) - 1).sum();
+    let retried_unchosen = retried.keys().filter(|(job, slot)| !fails_first(*job, *slot)).count() as u64;
+    let retries_due = if path == Path::Retry {
+        (start_ms..end_ms)
+            .step_by(1000)
+            .map(|slot| (0..args.jobs as u32).filter(|j| fails_first(*j, slot)).count() as u64)
+            .sum()
+    } else {
+        0
+    };
+    let summary = Summary {
+        cpu_us: per(load.server_cpu_us),
+        cmds: per(load.calls),
+        scripts: per(scripts(&load.by_command)),
+        p50_ms: p50,
+        p99_ms: p99,
+        doubles,
+        missed,
+        retries,
+        retries_due,
+        retry_doubles,
+        retried_unchosen,
+    };
+    if !with_floor {
+        println!(
+            "\nRedis per job-tick: CPU {:.1} µs, {:.2} commands ({}), {:.2} script calls; retries run {retries} of {retries_due} due ({retried_unchosen} not chosen to fail, {retry_doubles} run twice).",
+            summary.cpu_us,
+            summary.cmds,
+            load.breakdown(expected),
+            summary.scripts
+        );
+        return Ok(summary);
+    }
+    // The floor, as many job-ticks as the window had.
+    let floor = rt.block_on(floor(conn, args.jobs, args.secs))?;
     let cpu = (per(load.server_cpu_us), per(floor.server_cpu_us));
     let cmds = (per(load.calls), per(floor.calls));
     let cpu_ratio = cpu.0 / cpu.1.max(f64::MIN_POSITIVE);
@@ -420,7 +659,7 @@ fn measure(
         cmds.1,
         per(load.key_reads)
     );
-    Ok(())
+    Ok(summary)
 }
 
 /// Writes `line` to every replica's stdin (`start`, `end`: the window; `stop`).
@@ -474,21 +713,29 @@ fn client(url: &str, instance: &str) -> Result<LockClient> {
     Ok(LockClient::builder().url(url).instance_id(instance).build()?)
 }
 
-/// `--replica URL INSTANCE JOBS REPLICAS GRACE_MS`: runs `JOBS` jobs on a 1 s cron until `stop`
-/// on stdin, then prints its CPU time between `start` and `end` on stdin (`cpu_us`) and one
-/// `run` line per run it started.
+/// A run a replica started: (job, slot ms, start lag µs, attempt).
+type Run = (u32, i64, u64, u32);
+
+/// `--replica URL INSTANCE JOBS REPLICAS GRACE_MS PATH TAG`: runs `JOBS` jobs on a 1 s cron,
+/// taking `PATH`, until `stop` on stdin, then prints its CPU time between `start` and `end` on
+/// stdin (`cpu_us`) and one `run` line per run it started. `TAG` (may be empty) suffixes its
+/// group and lock keys.
 fn replica(args: &[String]) -> Result<()> {
-    let [url, instance, jobs, replicas, grace_ms] = args else {
-        bail!("internal: schedbench --replica URL INSTANCE JOBS REPLICAS GRACE_MS")
+    let [url, instance, jobs, replicas, grace_ms, path, tag] = args else {
+        bail!("internal: schedbench --replica URL INSTANCE JOBS REPLICAS GRACE_MS PATH TAG")
     };
     let (jobs, replicas, grace_ms): (usize, usize, u64) =
         (jobs.parse()?, replicas.parse()?, grace_ms.parse()?);
-    let runs: Arc<Mutex<Vec<(u32, i64, u64)>>> = Arc::new(Mutex::new(Vec::with_capacity(jobs * 64)));
+    let path = Path::parse(path).with_context(|| format!("internal: no path {path}"))?;
+    let runs: Arc<Mutex<Vec<Run>>> = Arc::new(Mutex::new(Vec::with_capacity(jobs * 64)));
     let not_run: Arc<Mutex<Vec<(i64, &'static str)>>> = Arc::default();
     let lost = Arc::new(AtomicU64::new(0));
     // Warnings (failed claims, releases, history writes) on stderr, tagged with the instance.
+    // The `retry` path's failures are the point: their per-run error lines are left out
+    // (what ran and what did not is counted from the run lines).
+    let default = if path == Path::Retry { "warn,lock_scheduler::run=off" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
     let requests = Arc::new(AtomicU64::new(0));
     metrics::set_global_recorder(RequestCounter(requests.clone()))
@@ -498,19 +745,35 @@ fn replica(args: &[String]) -> Result<()> {
         let client = client(url, instance)?;
         let mut builder = Scheduler::builder()
             .client(client)
-            .group("schedbench")
+            .group(format!("schedbench{tag}"))
             .claim_grace(Duration::from_millis(grace_ms))
             .shutdown_grace(Duration::from_secs(2));
         for i in 0..jobs {
             let runs = runs.clone();
             let job = Job::with_context(format!("{i}"), "* * * * * *", move |ctx: RunContext| {
                 let lag = (Utc::now() - ctx.slot()).num_microseconds().unwrap_or(i64::MAX).max(0) as u64;
+                // The slot's tick, for every attempt (attempt n claims tick + n - 1 in Redis).
+                let slot = ctx.tick();
                 if let Ok(mut runs) = runs.lock() {
-                    runs.push((i as u32, ctx.tick(), lag));
+                    runs.push((i as u32, slot, lag, ctx.attempt()));
                 }
-                std::future::ready(())
+                std::future::ready(
+                    if path == Path::Retry && ctx.attempt() == 1 && fails_first(i as u32, slot) {
+                        Err("schedbench: this job-tick fails its first attempt")
+                    } else {
+                        Ok(())
+                    },
+                )
             })
-            .lock(format!("schedbench:{i}"));
+            .lock(format!("schedbench{tag}:{i}"));
+            let job = match path {
+                Path::Skip => job,
+                Path::Retry => {
+                    job.retry(RetryPolicy::attempts(2).base_delay(Duration::from_millis(200)).jitter(0.0))
+                }
+                Path::Allow => job.overlap(Overlap::Allow),
+                Path::Buffer => job.overlap(Overlap::BufferOne),
+            };
             builder = builder.job(job);
         }
         let scheduler = builder.build()?;
@@ -574,8 +837,8 @@ fn replica(args: &[String]) -> Result<()> {
     })?;
     let runs = runs.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for (job, tick, lag) in runs.iter() {
-        writeln!(out, "{RUN} {job} {tick} {lag}")?;
+    for (job, slot, lag, attempt) in runs.iter() {
+        writeln!(out, "{RUN} {job} {slot} {lag} {attempt}")?;
     }
     for (tick, outcome) in not_run.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.iter() {
         writeln!(out, "{NOT_RUN} {tick} {outcome}")?;

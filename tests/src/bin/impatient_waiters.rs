@@ -5,7 +5,9 @@
 //! Usage: `impatient_waiters <redis-url> <key> <secs> <patient 0|1> <impatient tasks> [<think-max-ms>
 //! [<command-timeout-ms> <watchdog-lease-ms>]]`. Each impatient task pauses 0 to `<think-max-ms>`
 //! (default 4) between requests.
-//! Prints `acquired=<n> patient=<n> max_wait_ms=<ms> gave_up=<n>` when done.
+//! Prints `acquired=<n> patient=<n> max_wait_ms=<ms> gave_up=<n> waiter_left=<n> lapsed=<n>`
+//! when done: the last two are this process's `lock_handoffs_unclaimed_total` by `reason` (a
+//! reservation passed on because its waiter had given up; one that lapsed untaken).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,8 +23,45 @@ fn next(state: &mut u64) -> u64 {
     *state
 }
 
+/// Counts `lock_handoffs_unclaimed_total` by `reason` (`waiter_left`, `lapsed`); records
+/// nothing else.
+#[derive(Default)]
+struct Unclaimed {
+    waiter_left: Arc<AtomicU64>,
+    lapsed: Arc<AtomicU64>,
+}
+
+impl metrics::Recorder for Unclaimed {
+    fn describe_counter(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_gauge(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_histogram(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        if key.name() != "lock_handoffs_unclaimed_total" {
+            return metrics::Counter::noop();
+        }
+        match key.labels().find(|l| l.key() == "reason").map(|l| l.value()) {
+            Some("waiter_left") => metrics::Counter::from_arc(self.waiter_left.clone()),
+            Some("lapsed") => metrics::Counter::from_arc(self.lapsed.clone()),
+            _ => metrics::Counter::noop(),
+        }
+    }
+
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::noop()
+    }
+
+    fn register_histogram(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
+    let unclaimed = Unclaimed::default();
+    let (waiter_left, lapsed) = (unclaimed.waiter_left.clone(), unclaimed.lapsed.clone());
+    metrics::set_global_recorder(unclaimed)
+        .map_err(|_| anyhow::anyhow!("a metrics recorder is installed"))?;
     let args: Vec<String> = std::env::args().collect();
     let (url, key, secs, patient, impatient, think, timeouts) = match args.as_slice() {
         [_, url, key, secs, patient, impatient] => (url, key, secs, patient, impatient, None, None),
@@ -100,10 +139,12 @@ async fn main() -> anyhow::Result<()> {
     }
     client.flush_releases(Duration::from_secs(5)).await;
     println!(
-        "acquired={} patient={patient_count} max_wait_ms={} gave_up={}",
+        "acquired={} patient={patient_count} max_wait_ms={} gave_up={} waiter_left={} lapsed={}",
         acquired.load(Ordering::Relaxed),
         max_wait.as_millis(),
-        gave_up.load(Ordering::Relaxed)
+        gave_up.load(Ordering::Relaxed),
+        waiter_left.load(Ordering::Relaxed),
+        lapsed.load(Ordering::Relaxed)
     );
     Ok(())
 }
