@@ -128,8 +128,8 @@ fn partial_note(snapshot: &Snapshot) -> String {
         return String::new();
     }
     format!(
-        "<p class=\"warn\" id=\"partial\">Partial view: reading {} took longer than the console's budget; \
-         what is shown may be incomplete.</p>",
+        "<p class=\"warn\" id=\"partial\">Partial view: the console's read budget (its time, or the keys \
+         it may scan) ran out while reading {}; what is shown may be incomplete.</p>",
         snapshot.partial.join(", ")
     )
 }

@@ -100,8 +100,8 @@ pub async fn serve(
         connections.spawn(connection(stream, peer, router.clone(), options, close_rx.clone()));
     }
     drop(listener);
-    // Every connection finishes the request it is serving, then closes; an idle or half-sent
-    // one closes at once.
+    // Every connection finishes the request it is serving, then closes; an idle one closes at
+    // once. A half-sent request is not one hyper can end early: it waits out the grace below.
     let _ = closing.send(true);
     let drained = tokio::time::timeout(options.shutdown_grace, async {
         while connections.join_next().await.is_some() {}

@@ -140,8 +140,9 @@ async fn main() -> ExitCode {
 /// Logs (warnings and errors unless `RUST_LOG` says otherwise) go to stderr, in colour only
 /// when it is a terminal.
 fn init_tracing() {
+    // The console's audit trail (actions done, at info) is kept besides warnings.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,lock_console::audit=info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

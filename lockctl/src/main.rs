@@ -272,7 +272,16 @@ struct Output {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    if token_on_command_line(&matches) {
+        eprintln!(
+            "lockctl: warning: --token on the command line shows in `ps` to every user of this machine; use LOCKCTL_ADMIN_TOKEN or --token-file"
+        );
+    }
     let json = cli.json;
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -281,9 +290,9 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(out) => {
             if json {
-                println!("{}", out.json);
+                emit(&format!("{}\n", out.json));
             } else if !out.text.is_empty() {
-                print!("{}", terminal_safe(&out.text));
+                emit(&terminal_safe(&out.text));
             }
             ExitCode::from(out.code)
         }
@@ -291,10 +300,27 @@ fn main() -> ExitCode {
     }
 }
 
+/// Whether `serve --token` was given as a flag rather than through the environment.
+fn token_on_command_line(matches: &clap::ArgMatches) -> bool {
+    matches.subcommand_matches("serve").and_then(|serve| serve.value_source("token"))
+        == Some(clap::parser::ValueSource::CommandLine)
+}
+
+/// Writes `text` to stdout. A reader that went away (`lockctl history job | head`) is not an
+/// error: the rest is dropped, as `println!` would panic instead.
+fn emit(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("lockctl: cannot write the output: {e}");
+    }
+}
+
 fn fail(json: bool, e: &CtlError) -> ExitCode {
     let message = ErrorChain(e).to_string();
     if json {
-        println!("{}", json!({ "error": message, "exit_code": e.code() }));
+        emit(&format!("{}\n", json!({ "error": message, "exit_code": e.code() })));
     }
     eprintln!("lockctl: {}", terminal_safe(&message));
     ExitCode::from(e.code())
@@ -645,7 +671,7 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
                 slot_time(e.tick),
                 e.attempt.map_or_else(|| "-".into(), |a| a.to_string()),
                 e.instance.clone(),
-                if e.backfill { format!("{} (backfill)", e.outcome) } else { e.outcome.clone() },
+                outcome_column(e),
                 duration(e.duration),
                 retry_column(e),
                 e.error.clone().unwrap_or_default(),
@@ -686,6 +712,16 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
         text,
         code: if entries.is_empty() { NOTHING } else { OK },
     })
+}
+
+/// A history entry's outcome, with what started the run when it was not its schedule: a
+/// backfill, or a run-now and who asked for it (a console token's name, `lockctl@$USER`).
+fn outcome_column(e: &control::HistoryEntry) -> String {
+    match &e.manual_by {
+        Some(by) => format!("{} (run now by {by})", e.outcome),
+        None if e.backfill => format!("{} (backfill)", e.outcome),
+        None => e.outcome.clone(),
+    }
 }
 
 /// `lockctl pause <job> [--force]`.

@@ -94,7 +94,8 @@ async fn outcomes(url: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// A `daily_report --instance pod-1` replica firing every second, its stdout lines collected.
+/// A `daily_report --instance pod-1` replica firing every second, its stdout and stderr lines
+/// collected.
 struct Replica {
     child: Child,
     lines: tokio::sync::mpsc::UnboundedReceiver<String>,
@@ -116,15 +117,23 @@ impl Replica {
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .expect("start daily_report");
         let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+        let mut stderr = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
         let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
+        let tx_err = tx.clone();
         tokio::spawn(async move {
             while let Ok(Some(line)) = stdout.next_line().await {
                 let _ = tx.send(line);
+            }
+        });
+        // The log (the console's audit trail among it), drained so the replica never blocks.
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = stderr.next_line().await {
+                let _ = tx_err.send(line);
             }
         });
         Replica { child, lines, seen: Vec::new() }
@@ -511,6 +520,9 @@ async fn run_now_and_the_console_reach_a_running_replica() {
     assert_eq!(http(admin_port, "POST", "/api/jobs/daily-report/pause", None).await.0, 401);
     let (status, body) = http(admin_port, "POST", "/api/jobs/daily-report/pause", Some(TOKEN)).await;
     assert_eq!(status, 200, "{body}");
+    // The replica's audit trail has the action, not only the refusal before it.
+    let audit = replica.line_containing("console action done").await;
+    assert!(audit.contains("action=\"pause\"") && audit.contains("client=127.0.0.1:"), "{audit}");
     let (_, json) = lockctl_json(&url, &["jobs"]).await;
     assert_eq!(json[0]["paused"], true, "{json}");
 
@@ -725,4 +737,58 @@ async fn lockctl_serve_names_its_actors_and_stops_in_bounded_time() {
     assert!(status.success(), "{status}");
     assert!(took < Duration::from_secs(15), "SIGTERM took {took:?} with half-open connections");
     drop(half_open);
+}
+
+/// What an operator's shell does around lockctl: `serve --token` (visible in `ps`) warns and
+/// the environment variable does not; output piped into a reader that has gone (`| head`) is
+/// not a panic; a run-now in the history says who asked for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_warns_of_a_visible_token_survives_a_closed_pipe_and_names_who_ran_a_job() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let warning = "shows in `ps`";
+    // A weak token: lockctl refuses it and exits, so nothing is served either way.
+    let weak = "a".repeat(16);
+    let (code, _, stderr) = lockctl(&url, &["serve", "--listen", "127.0.0.1:0", "--token", &weak], "").await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains(warning), "a token flag is warned of: {stderr}");
+    let mut from_env = Command::new(env!("CARGO_BIN_EXE_lockctl"));
+    from_env
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("REDIS_URL", &url)
+        .env("LOCKCTL_ADMIN_TOKEN", &weak);
+    let output = tokio::time::timeout(PATIENCE, from_env.output()).await.expect("exits").expect("output");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("different characters") && !stderr.contains(warning), "{stderr}");
+
+    let job = "piped";
+    let history = lock_scheduler::history_key(job).expect("a job name");
+    for (tick, by) in [("1700000000000", None), ("1700000001000", Some("alice"))] {
+        let mut args = vec!["XADD", &history, "*", "tick", tick, "instance", "pod-1", "outcome", "ran"];
+        args.extend(["duration_ms", "5"]);
+        if let Some(by) = by {
+            args.extend([lock_scheduler::schema::field::MANUAL_BY, by]);
+            args.extend([lock_scheduler::schema::field::REQUEST, "request-1"]);
+        }
+        server.cli(&args);
+    }
+    let (code, stdout, stderr) = lockctl(&url, &["history", job], "").await;
+    assert_eq!(code, 0, "{stderr}");
+    let manual = stdout.lines().find(|l| l.contains("2023-11-14T22:13:21Z")).expect("the run-now's row");
+    assert!(manual.contains("ran (run now by alice)"), "{stdout}");
+    let scheduled = stdout.lines().find(|l| l.contains("2023-11-14T22:13:20Z")).expect("the scheduled row");
+    assert!(!scheduled.contains("run now"), "{stdout}");
+
+    // stdout is a pipe whose reader closed before lockctl started: every write fails (EPIPE).
+    for args in [vec!["history", job], vec!["--json", "history", job]] {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let mut closed = Command::new(env!("CARGO_BIN_EXE_lockctl"));
+        closed.args(&args).env("REDIS_URL", &url).stdout(Stdio::from(writer)).stderr(Stdio::piped());
+        let output = tokio::time::timeout(PATIENCE, closed.output()).await.expect("exits").expect("output");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
 }

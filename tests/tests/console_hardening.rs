@@ -492,6 +492,8 @@ async fn viewers_share_one_bounded_snapshot() {
     let page = http::get(small.addr, "/").await;
     assert_eq!(page.status, 200);
     assert!(page.body.contains("id=\"partial\"") && page.body.contains("locks"), "{}", page.body);
+    // The note names both budgets: here the keys ran out, well within the 10 s.
+    assert!(page.body.contains("the keys it may scan"), "{}", page.body);
     let listing = http::get(small.addr, "/api/locks?pattern=zzz:*&limit=10").await.json();
     assert_eq!(listing["partial"], true, "{listing}");
     let roomy =
