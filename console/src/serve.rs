@@ -3,8 +3,9 @@
 //! the next one, is cut off), the client's address for the audit log, and a shutdown that ends
 //! within a grace period however many connections are still half open.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
@@ -30,6 +31,10 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
     /// Most connections served at once; a connection beyond it is closed at once. Default 256.
     pub max_connections: usize,
+    /// Most connections served at once from one client address, so that one client holding
+    /// half-sent requests open cannot take every connection from the others (each is cut off
+    /// after the header-read timeout, but could be opened again). Default 32.
+    pub max_connections_per_client: usize,
 }
 
 impl Default for ServeOptions {
@@ -38,6 +43,7 @@ impl Default for ServeOptions {
             header_read_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(5),
             max_connections: 256,
+            max_connections_per_client: 32,
         }
     }
 }
@@ -60,6 +66,12 @@ impl ServeOptions {
         self.max_connections = max;
         self
     }
+
+    /// Sets [`max_connections_per_client`](Self::max_connections_per_client).
+    pub fn max_connections_per_client(mut self, max: usize) -> Self {
+        self.max_connections_per_client = max;
+        self
+    }
 }
 
 /// Serves `router` (e.g. [`Console::router`](crate::Console::router)) on `listener` over
@@ -76,6 +88,8 @@ pub async fn serve(
 ) {
     let (closing, close_rx) = watch::channel(false);
     let mut connections = JoinSet::new();
+    // Connections open per client address (an entry goes when its last connection ends).
+    let mut per_client: HashMap<IpAddr, usize> = HashMap::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -91,12 +105,27 @@ pub async fn serve(
                 }
             },
         };
-        while connections.try_join_next().is_some() {}
+        while let Some(ended) = connections.try_join_next() {
+            if let Ok(ip) = ended {
+                leave(&mut per_client, ip);
+            }
+        }
         if connections.len() >= options.max_connections {
             tracing::warn!(client = %peer, max = options.max_connections, "console: too many connections; closed one");
             drop(stream);
             continue;
         }
+        let from_client = per_client.entry(peer.ip()).or_default();
+        if *from_client >= options.max_connections_per_client {
+            tracing::warn!(
+                client = %peer,
+                max = options.max_connections_per_client,
+                "console: too many connections from this client; closed one"
+            );
+            drop(stream);
+            continue;
+        }
+        *from_client += 1;
         connections.spawn(connection(stream, peer, router.clone(), options, close_rx.clone()));
     }
     drop(listener);
@@ -118,8 +147,30 @@ pub async fn serve(
     }
 }
 
-/// Serves one connection until it ends, or until shutdown asks it to close.
+/// One connection from `ip` ended.
+fn leave(per_client: &mut HashMap<IpAddr, usize>, ip: IpAddr) {
+    if let Some(open) = per_client.get_mut(&ip) {
+        *open = open.saturating_sub(1);
+        if *open == 0 {
+            per_client.remove(&ip);
+        }
+    }
+}
+
+/// Serves one connection until it ends, or until shutdown asks it to close; returns the
+/// client's address, for the per-client count.
 async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    router: Router,
+    options: ServeOptions,
+    closing: watch::Receiver<bool>,
+) -> IpAddr {
+    serve_connection(stream, peer, router, options, closing).await;
+    peer.ip()
+}
+
+async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     router: Router,

@@ -34,9 +34,10 @@ pub(crate) async fn query<T: FromRedisValue>(
     query_within(client, action, pipe, TIMEOUT).await
 }
 
-/// Runs `script` as `invocation` within `timeout`. The script is loaded in the same pipeline:
-/// a pipeline's EVALSHA is not retried after NOSCRIPT, and these scripts run every few seconds
-/// at most.
+/// Runs `script` as `invocation` within `timeout`: `EVALSHA` alone, and only if Redis does not
+/// know the script (a restart, `SCRIPT FLUSH`, another node) the script loaded and run again in
+/// one pipeline (a pipeline's `EVALSHA` is not retried after `NOSCRIPT` by redis-rs). Loading it
+/// with every call would cost an idle replica a command per announcement.
 pub(crate) async fn run_script<T: FromRedisValue>(
     client: &LockClient,
     action: &'static str,
@@ -45,9 +46,26 @@ pub(crate) async fn run_script<T: FromRedisValue>(
     timeout: Duration,
 ) -> Result<T, ControlError> {
     let mut pipe = redis::pipe();
+    pipe.invoke_script(invocation);
+    match query_within::<(T,)>(client, action, &pipe, timeout).await {
+        Ok((reply,)) => return Ok(reply),
+        Err(e) if !is_noscript(&e) => return Err(e),
+        Err(_) => {}
+    }
+    let mut pipe = redis::pipe();
     pipe.load_script(script).ignore().invoke_script(invocation);
     let (reply,): (T,) = query_within(client, action, &pipe, timeout).await?;
     Ok(reply)
+}
+
+/// Whether `e` is Redis saying it does not know the script.
+fn is_noscript(e: &ControlError) -> bool {
+    match e {
+        ControlError::Redis { source: LockError::Redis { source, .. }, .. } => {
+            source.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+        }
+        _ => false,
+    }
 }
 
 /// The string values of `keys` ([`LockClient::get_many`]: one read per Redis node), within

@@ -424,6 +424,50 @@ async fn half_sent_requests_are_cut_off_and_shutdown_is_bounded() {
     assert!(TcpStream::connect(slow_addr).await.is_err(), "the listener is closed");
 }
 
+/// A full request to `addr` from the local address `from` (another loopback address stands
+/// for another client); its status, or `None` if the connection was closed without an answer.
+async fn status_from(from: &str, addr: SocketAddr) -> Option<u16> {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind(format!("{from}:0").parse().expect("address")).expect("bind a loopback source address");
+    let mut stream = socket.connect(addr).await.ok()?;
+    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").await.ok()?;
+    let mut reply = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut reply)).await.ok()?.ok()?;
+    let line = String::from_utf8_lossy(&reply);
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_take_every_connection() {
+    let server = RedisServer::start();
+    let console = Console::new(console_client(&server));
+    let options =
+        ServeOptions::default().header_read_timeout(Duration::from_secs(300)).max_connections_per_client(4);
+    let served = serve(&console, options).await;
+    // One client holds its 4 connections with half-sent requests.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let mut stream = TcpStream::connect(served.addr).await.expect("connect");
+        stream.write_all(b"GET / HTTP/1.1\r\nHost: 127.").await.expect("send a few bytes");
+        held.push(stream);
+    }
+    // Its next connection is closed unanswered; another client is served.
+    assert_eq!(status_from("127.0.0.1", served.addr).await, None, "a fifth connection from the same client");
+    assert_eq!(status_from("127.0.0.2", served.addr).await, Some(200), "another client is served");
+    // Once it lets go, it is served again (its connections end as the server reads EOF).
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut status = None;
+    while Instant::now() < deadline && status != Some(200) {
+        status = status_from("127.0.0.1", served.addr).await;
+        if status != Some(200) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    assert_eq!(status, Some(200), "served again after its connections closed");
+    served.stop().await;
+}
+
 /// `SCAN` calls the server has run since its statistics were reset (`CONFIG RESETSTAT`).
 fn scans(server: &RedisServer) -> u64 {
     server

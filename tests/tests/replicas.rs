@@ -86,6 +86,16 @@ async fn replicas_report_version_host_uptime_and_what_they_run() {
     })
     .await
     .expect("no replica reports a run once they ended");
+    // Announcements survive Redis forgetting the scripts (they are sent by hash, and loaded
+    // again only on NOSCRIPT): the members' lapse times keep moving after a SCRIPT FLUSH.
+    let members = schema::members_key(lock_scheduler::DEFAULT_GROUP);
+    let score = || server.cli(&["ZSCORE", &members, "pod-a"]).trim().parse::<f64>().unwrap_or(0.0);
+    let flushed_at = score();
+    server.cli(&["SCRIPT", "FLUSH"]);
+    assert!(
+        wait_until(Duration::from_secs(10), || score() > flushed_at).await,
+        "pod-a announced itself again after the scripts were flushed"
+    );
     // A replica that leaves takes what it said with it.
     let about_key = schema::replicas_key(lock_scheduler::DEFAULT_GROUP);
     assert_eq!(server.cli(&["HEXISTS", &about_key, "pod-b"]), "1");
