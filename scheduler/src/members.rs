@@ -23,7 +23,9 @@ use tracing::Instrument;
 use crate::command;
 use crate::error::ControlError;
 use crate::index;
-use crate::schema::{ANNOUNCE, MEMBER_TTL, RETRY_TTL, jobs_key, members_key, retries_key, runs_key};
+use crate::schema::{
+    ANNOUNCE, MEMBER_TTL, RETRY_TTL, jobs_key, members_key, replace_key, retries_key, runs_key,
+};
 use crate::state::State;
 
 /// How often a replica renews its announcement.
@@ -49,6 +51,8 @@ pub(crate) struct Members {
     runs_key: String,
     /// The group's pending retries.
     retries_key: String,
+    /// The group's requests to stop a running run (`Overlap::Replace`).
+    replace_key: String,
     instance: Arc<str>,
     /// The members as last read, with when each announcement lapses on this process's
     /// monotonic clock; sorted.
@@ -64,6 +68,7 @@ impl Members {
             jobs_key: jobs_key(group),
             runs_key: runs_key(group),
             retries_key: retries_key(group),
+            replace_key: replace_key(group),
             seen: RwLock::new(Arc::from(Vec::new())),
             instance,
         }
@@ -153,6 +158,11 @@ impl Members {
     /// The group's pending retries key.
     pub(crate) fn retries_key(&self) -> &str {
         &self.retries_key
+    }
+
+    /// The group's replace requests key.
+    pub(crate) fn replace_key(&self) -> &str {
+        &self.replace_key
     }
 
     /// Withdraws this replica (at shutdown), so the others stop preferring it at once.

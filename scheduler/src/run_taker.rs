@@ -13,6 +13,7 @@ use tracing::Instrument;
 
 use crate::command;
 use crate::error::ControlError;
+use crate::overlap::replace;
 use crate::retry::pending;
 use crate::run;
 use crate::schema::{self, MEMBER_TTL, RUN_POLL, TAKE_RUN};
@@ -65,13 +66,25 @@ async fn poll(
 ) -> Result<(), ControlError> {
     let (jobs_key, runs_key) = (shared.members.jobs_key(), shared.members.runs_key());
     let retries_key = shared.members.retries_key();
+    let jobs = shared.jobs();
     let mut pipe = redis::pipe();
     pipe.cmd("HGETALL").arg(runs_key).cmd("EXISTS").arg(jobs_key);
     // The due retries, in the same round trip: waiting retries cost no extra one.
     pending::read_due(&mut pipe, retries_key, shared.clock.now());
-    let (requests, exists, due): (HashMap<String, String>, bool, Vec<String>) =
-        command::query_within(&shared.client, "looking for run-now requests", &pipe, RUN_POLL * 4).await?;
-    let jobs = shared.jobs();
+    // So are the requests to stop the Replace runs in flight here, if any.
+    let replacing = replace::read(&mut pipe, shared.members.replace_key(), &jobs);
+    let (requests, exists, due) = if replacing.is_empty() {
+        let (requests, exists, due): (HashMap<String, String>, bool, Vec<String>) =
+            command::query_within(&shared.client, "looking for run-now requests", &pipe, RUN_POLL * 4)
+                .await?;
+        (requests, exists, due)
+    } else {
+        let (requests, exists, due, asked): (HashMap<String, String>, bool, Vec<String>, Vec<Option<f64>>) =
+            command::query_within(&shared.client, "looking for run-now requests", &pipe, RUN_POLL * 4)
+                .await?;
+        replace::noted(&replacing, &asked);
+        (requests, exists, due)
+    };
     let now: BTreeSet<Arc<str>> = jobs.iter().map(|j| j.name.clone()).collect();
     if !exists || now != *registered {
         let mut pipe = redis::pipe();
