@@ -109,6 +109,10 @@ async fn max_runs_runs_a_job_that_many_times_across_the_replicas_then_no_more() 
     assert!(counted >= 4, "the runs and the claims past the limit counted: {counted}");
     let ttl: i64 = server.cli(&["PTTL", &key]).trim().parse().expect("PTTL");
     assert!(ttl > 0, "the count expires: {ttl}");
+    for key in server.cli(&["KEYS", "*"]).lines().filter(|k| !k.is_empty()) {
+        let ttl: i64 = server.cli(&["PTTL", key]).parse().expect("a PTTL");
+        assert!(ttl > 0 || ttl == -2, "{key} has no expiry (PTTL {ttl})");
+    }
 }
 
 #[test]

@@ -234,6 +234,15 @@ async fn replace_stops_the_running_run_at_each_slot_one_run_at_a_time_across_rep
     replaced_ticks.sort_unstable();
     let expected: Vec<i64> = runs[..runs.len() - 1].iter().map(|r| r.1).collect();
     assert_eq!(replaced_ticks, expected, "each replaced run recorded once, as replaced");
+    let requests: i64 = server
+        .cli(&["PTTL", &lock_scheduler::schema::replace_key(lock_scheduler::DEFAULT_GROUP)])
+        .parse()
+        .expect("PTTL");
+    assert!((1..=60_000).contains(&requests), "the replace requests expire within a minute: {requests}");
+    for key in server.cli(&["KEYS", "*"]).lines().filter(|k| !k.is_empty()) {
+        let ttl: i64 = server.cli(&["PTTL", key]).parse().expect("a PTTL");
+        assert!(ttl > 0 || ttl == -2, "{key} has no expiry (PTTL {ttl})");
+    }
 }
 
 #[test]
