@@ -274,6 +274,27 @@ mod tests {
         }
     }
 
+    /// A revoked lock (given up on request) reads lost, with its own reason, to a watcher and
+    /// to `is_held`; revoking twice, or after the release, changes nothing.
+    #[tokio::test]
+    async fn a_revoked_lock_reads_lost_as_revoked() {
+        let identity = Arc::new(Identity::alive_for("test", Duration::from_secs(600)));
+        let metrics = MetricsCache::default();
+        let state = held(1, &identity, &metrics);
+        let watcher = tokio::spawn(state.clone().lost());
+        tokio::task::yield_now().await;
+        assert!(state.mark_lost(LossReason::Revoked));
+        assert!(!state.mark_lost(LossReason::Revoked));
+        let reason =
+            tokio::time::timeout(Duration::from_secs(5), watcher).await.expect("woken").expect("task");
+        assert_eq!(reason, LossReason::Revoked);
+        assert_eq!(state.loss(), Some(LossReason::Revoked));
+        assert!(!state.is_held());
+        let released = held(2, &identity, &metrics);
+        assert!(released.mark_released());
+        assert!(!released.mark_lost(LossReason::Revoked), "a released lock is not revoked");
+    }
+
     /// A released lock never reports a loss, watched or not.
     #[tokio::test]
     async fn a_released_lock_is_never_lost() {
