@@ -200,6 +200,10 @@ async fn replace_stops_the_running_run_at_each_slot_one_run_at_a_time_across_rep
     }
     let replaced = |runs: &ReplaceRuns| runs.lock().expect("runs").iter().filter(|r| r.4.is_some()).count();
     assert!(wait_until(Duration::from_secs(60), || replaced(&runs) >= 5).await, "five runs replaced");
+    // A replica shutting down stops reading requests: its run then finishes (within the grace)
+    // while the others, still up, wait for it. Runs started from now on are checked for being
+    // one at a time and once each, not for being replaced or started promptly.
+    let stopping = Utc::now().timestamp_millis();
     for handle in handles {
         handle.shutdown().await;
     }
@@ -212,10 +216,13 @@ async fn replace_stops_the_running_run_at_each_slot_one_run_at_a_time_across_rep
         let (prev, next) = (&pair[0], &pair[1]);
         let prev_end = prev.3.expect("a run followed by another ended");
         assert!(next.2 >= prev_end, "one run at a time across the replicas: {runs:?}");
-        // Every run followed by another was stopped by it, and its body was told why.
-        assert_eq!(prev.4, Some(LossReason::Revoked), "the replaced body saw its lock revoked: {runs:?}");
-        lags.push(next.2 - next.1);
+        if next.2 < stopping {
+            // Every run followed by another was stopped by it, and its body was told why.
+            assert_eq!(prev.4, Some(LossReason::Revoked), "the replaced body saw its lock revoked: {runs:?}");
+            lags.push(next.2 - next.1);
+        }
     }
+    assert!(lags.len() >= 4, "runs replaced before the shutdown: {runs:?}");
     let instances: std::collections::BTreeSet<&str> = runs.iter().map(|r| r.0.as_str()).collect();
     println!(
         "replace: {} runs on {instances:?}, slot to start (ms): {lags:?}, max {:?}",
@@ -226,17 +233,19 @@ async fn replace_stops_the_running_run_at_each_slot_one_run_at_a_time_across_rep
     // then the release hands the lock over: well under a second, bounded here with room for a
     // loaded machine.
     assert!(lags.iter().all(|lag| *lag < 3000), "slot to start bounded: {lags:?}");
+    let expected: Vec<i64> = runs.iter().filter(|r| r.4 == Some(LossReason::Revoked)).map(|r| r.1).collect();
     let reported =
-        reports.lock().expect("reports").iter().filter(|r| r.outcome == RunOutcome::Replaced).count();
-    assert!(reported >= runs.len() - 1, "replaced runs reported: {reported} of {}", runs.len());
+        || reports.lock().expect("reports").iter().filter(|r| r.outcome == RunOutcome::Replaced).count();
+    assert!(
+        wait_until(Duration::from_secs(5), || reported() == expected.len()).await,
+        "each replaced run reported: {} of {}",
+        reported(),
+        expected.len()
+    );
     let history = control::history(&operator, "replace-job", 100).await.expect("history");
     let mut replaced_ticks: Vec<i64> =
         history.iter().filter(|e| e.outcome == "replaced").map(|e| e.tick).collect();
     replaced_ticks.sort_unstable();
-    // Every run but the last was checked above to be replaced; the last one too, if shutdown
-    // came while its successor waited.
-    let expected: Vec<i64> = runs.iter().filter(|r| r.4 == Some(LossReason::Revoked)).map(|r| r.1).collect();
-    assert!(expected.len() >= runs.len() - 1);
     assert_eq!(replaced_ticks, expected, "each replaced run recorded once, as replaced");
     let requests: i64 = server
         .cli(&["PTTL", &lock_scheduler::schema::replace_key(lock_scheduler::DEFAULT_GROUP)])
