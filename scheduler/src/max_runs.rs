@@ -42,6 +42,18 @@ pub(crate) fn reached(job: &JobEntry, limit: u32) {
     }
 }
 
+/// How many of `job`'s slots have run, as counted against its maximum number of runs
+/// ([`Job::max_runs`](crate::job::Job::max_runs)), read from Redis: `None` for a job without one
+/// (or whose count expired). A count past the maximum includes the claims that found the limit
+/// reached (one per replica at most).
+pub async fn run_count(client: &LockClient, job: &str) -> Result<Option<u64>, ControlError> {
+    let key = schema::run_count_key(job)?;
+    let mut pipe = redis::pipe();
+    pipe.cmd("GET").arg(&key);
+    let (count,): (Option<u64>,) = command::query(client, "reading a job's run count", &pipe).await?;
+    Ok(count)
+}
+
 /// Whether `job` has reached its maximum number of runs, as far as this replica knows.
 pub(crate) fn done(job: &JobEntry) -> bool {
     job.max_runs_done.load(Ordering::Relaxed)

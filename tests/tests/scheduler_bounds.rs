@@ -107,6 +107,9 @@ async fn max_runs_runs_a_job_that_many_times_across_the_replicas_then_no_more() 
     let key = schema::run_count_key("limited").expect("valid");
     let counted: i64 = server.cli(&["GET", &key]).trim().parse().expect("a count");
     assert!(counted >= 4, "the runs and the claims past the limit counted: {counted}");
+    let operator = tests::harness::client(&server, "operator");
+    let read = lock_scheduler::control::run_count(&operator, "limited").await.expect("read");
+    assert_eq!(read, Some(counted as u64), "the admin read of the count");
     let ttl: i64 = server.cli(&["PTTL", &key]).trim().parse().expect("PTTL");
     assert!(ttl > 0, "the count expires: {ttl}");
     for key in server.cli(&["KEYS", "*"]).lines().filter(|k| !k.is_empty()) {
