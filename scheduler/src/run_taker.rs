@@ -45,7 +45,13 @@ pub(crate) fn spawn_taker(
                 tokio::select! {
                     () = tokio::time::sleep(RUN_POLL) => {}
                     changed = state.changed() => {
-                        if changed.is_err() || state.borrow().deadline().is_some() {
+                        if changed.is_err() {
+                            return;
+                        }
+                        let stopping = state.borrow().deadline();
+                        if let Some(deadline) = stopping {
+                            // Runs still going may be asked to stop by a later slot elsewhere.
+                            replace::read_while_stopping(&shared, deadline).await;
                             return;
                         }
                     }

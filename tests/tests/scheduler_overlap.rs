@@ -200,10 +200,8 @@ async fn replace_stops_the_running_run_at_each_slot_one_run_at_a_time_across_rep
     }
     let replaced = |runs: &ReplaceRuns| runs.lock().expect("runs").iter().filter(|r| r.4.is_some()).count();
     assert!(wait_until(Duration::from_secs(60), || replaced(&runs) >= 5).await, "five runs replaced");
-    // A replica shutting down stops reading requests: its run then finishes (within the grace)
-    // while the others, still up, wait for it. Runs started from now on are checked for being
-    // one at a time and once each, not for being replaced or started promptly.
-    let stopping = Utc::now().timestamp_millis();
+    // One after the other: a replica shutting down still reads the requests to stop its run,
+    // so a later slot on a replica still up replaces it as usual.
     for handle in handles {
         handle.shutdown().await;
     }
@@ -216,13 +214,10 @@ async fn replace_stops_the_running_run_at_each_slot_one_run_at_a_time_across_rep
         let (prev, next) = (&pair[0], &pair[1]);
         let prev_end = prev.3.expect("a run followed by another ended");
         assert!(next.2 >= prev_end, "one run at a time across the replicas: {runs:?}");
-        if next.2 < stopping {
-            // Every run followed by another was stopped by it, and its body was told why.
-            assert_eq!(prev.4, Some(LossReason::Revoked), "the replaced body saw its lock revoked: {runs:?}");
-            lags.push(next.2 - next.1);
-        }
+        // Every run followed by another was stopped by it, and its body was told why.
+        assert_eq!(prev.4, Some(LossReason::Revoked), "the replaced body saw its lock revoked: {runs:?}");
+        lags.push(next.2 - next.1);
     }
-    assert!(lags.len() >= 4, "runs replaced before the shutdown: {runs:?}");
     let instances: std::collections::BTreeSet<&str> = runs.iter().map(|r| r.0.as_str()).collect();
     println!(
         "replace: {} runs on {instances:?}, slot to start (ms): {lags:?}, max {:?}",

@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use lock_core::{LockOptions, redis};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::command;
-use crate::schema::{REPLACE_TTL, REPLACE_WAIT};
+use crate::schema::{REPLACE_TTL, REPLACE_WAIT, RUN_POLL};
 use crate::shared::{JobEntry, Shared};
 
 /// Asks `job`'s running run (here or on another replica) to stop for the slot `tick`: noted here
@@ -77,6 +78,31 @@ pub(crate) fn read<'a>(
         }
     }
     running
+}
+
+/// While this replica shuts down (until `deadline`), keeps reading the requests to stop its
+/// `Replace` runs still going, every [`RUN_POLL`]: a later slot on a replica still up then
+/// replaces them as usual, instead of waiting for them to end. Returns once none is left.
+pub(crate) async fn read_while_stopping(shared: &Shared, deadline: Instant) {
+    loop {
+        let jobs = shared.jobs();
+        let mut pipe = redis::pipe();
+        let running = read(&mut pipe, shared.members.replace_key(), &jobs);
+        if running.is_empty() || Instant::now() >= deadline {
+            return;
+        }
+        let asked = command::query_within::<(Vec<Option<f64>>,)>(
+            &shared.client,
+            "reading requests to stop a run",
+            &pipe,
+            RUN_POLL * 4,
+        )
+        .await;
+        if let Ok((asked,)) = asked {
+            noted(&running, &asked);
+        }
+        tokio::time::sleep(RUN_POLL).await;
+    }
 }
 
 /// Notes the requests read for `jobs` (the poll's `ZMSCORE` reply).
