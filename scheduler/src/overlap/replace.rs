@@ -1,7 +1,8 @@
 //! [`Overlap::Replace`](super::Overlap::Replace): a slot that finds the job's lock held asks the
 //! running run to stop, at once on this replica and in the group's requests
-//! ([`schema::replace_key`], moved only forward) for the others, then waits for the lock. A
-//! replica running such a job reads the requests in its run-now poll ([`read`]); the run
+//! ([`replace_key`](crate::schema::replace_key), moved only forward) for the others, then
+//! waits for the lock. A replica running such a job reads the requests in its run-now poll
+//! ([`read`]; while it shuts down, [`read_while_stopping`]); the run
 //! ([`stop_when_replaced`]) revokes its lock, which cancels it as a lost lock is cancelled
 //! and frees the lock for the slot that asked.
 
