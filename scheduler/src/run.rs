@@ -692,7 +692,8 @@ fn log_outcome(job: &JobEntry, slot: DateTime<Utc>, outcome: &RunOutcome, durati
             outcome = "skipped: paused",
             "the job is paused (lockctl resume or lock_scheduler::control::resume to resume it), skipping"
         ),
-        RunOutcome::Replaced => tracing::warn!(
+        // Asked for by the job's own policy: not a failure.
+        RunOutcome::Replaced => tracing::info!(
             job = %job,
             tick = %tick,
             outcome = "replaced",
