@@ -216,6 +216,10 @@ pub enum LossReason {
     Expired,
     /// Redis refused a renewal: the key is gone or holds another owner's token.
     NotOwner,
+    /// The holder gave the lock up on request, through [`CurrentLock::revoke`](crate::CurrentLock::revoke):
+    /// a scheduler run replaced by a later slot of its job. The key was still this owner's,
+    /// and the locked section's release frees it.
+    Revoked,
 }
 
 impl std::fmt::Display for LossReason {
@@ -223,6 +227,7 @@ impl std::fmt::Display for LossReason {
         f.write_str(match self {
             LossReason::Expired => "the lease expired before it could be renewed",
             LossReason::NotOwner => "the key no longer holds this owner's token",
+            LossReason::Revoked => "the holder was asked to give it up",
         })
     }
 }

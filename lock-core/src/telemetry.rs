@@ -177,6 +177,7 @@ impl KeyMetrics {
         let reason = match reason {
             crate::error::LossReason::Expired => "expired",
             crate::error::LossReason::NotOwner => "not_owner",
+            crate::error::LossReason::Revoked => "revoked",
         };
         metrics::counter!("lock_losses_total", "key" => self.label.clone(), "kind" => self.kind, "reason" => reason)
             .increment(1);

@@ -664,6 +664,7 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
     let registered = control::registered_jobs(client).await?.into_iter().find(|j| j.name == job);
     let retries = control::pending_retries(client, job).await?;
     let paused = control::pause_state(client, job).await?.paused;
+    let run_count = control::run_count(client, job).await?;
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|e| {
@@ -690,6 +691,10 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
         // Who paused it and why: an operator, or the job itself after failed slots in a row.
         text.push_str(&format!("paused: {paused}\n"));
     }
+    if let Some(count) = run_count {
+        // A job with `max_runs`: its slots stop once the count reaches it (`skipped: max runs`).
+        text.push_str(&format!("runs counted (max_runs): {count}\n"));
+    }
     for retry in &retries {
         text.push_str(&format!(
             "pending: attempt {} of slot {} due at {} (group {})\n",
@@ -708,6 +713,7 @@ async fn history(client: &LockClient, job: &str, count: usize) -> Result<Output,
             "runs": entries.iter().map(history_entry).collect::<Vec<_>>(),
             "pending_retries": retries.iter().map(lock_console::json::pending_retry).collect::<Vec<_>>(),
             "paused_info": paused,
+            "run_count": run_count,
         }),
         text,
         code: if entries.is_empty() { NOTHING } else { OK },

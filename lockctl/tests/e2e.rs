@@ -621,6 +621,13 @@ async fn lockctl_touches_only_locks_and_escapes_what_it_prints() {
         "{stdout:?}"
     );
     assert!(stdout.contains("\\u{1b}]0;pwned\\u{7}") && stdout.contains("\\u{202e}txt.exe"), "{stdout}");
+    // A job with a maximum number of runs: its count under the runs, and in the JSON.
+    let count = lock_scheduler::schema::run_count_key(job).expect("a job name");
+    server.cli(&["SET", &count, "4", "PX", "60000"]);
+    let (_, stdout, _) = lockctl(&url, &["history", job], "").await;
+    assert!(stdout.contains("runs counted (max_runs): 4"), "{stdout}");
+    let (_, json) = lockctl_json(&url, &["history", job]).await;
+    assert_eq!(json["run_count"], 4, "{json}");
 
     // pause: an unknown job is refused and leaves no flag, unless --force.
     let (code, _, stderr) = lockctl(&url, &["pause", "no-such-job"], "").await;

@@ -210,6 +210,7 @@ fn generate(function: &ItemFn, options: &Options) -> TokenStream {
         Some(Overlap::Skip) => quote!(::core::option::Option::Some(#private::Overlap::Skip)),
         Some(Overlap::Allow) => quote!(::core::option::Option::Some(#private::Overlap::Allow)),
         Some(Overlap::BufferOne) => quote!(::core::option::Option::Some(#private::Overlap::BufferOne)),
+        Some(Overlap::Replace) => quote!(::core::option::Option::Some(#private::Overlap::Replace)),
         None => quote!(::core::option::Option::None),
     };
     let jitter = match options.jitter {
@@ -217,6 +218,15 @@ fn generate(function: &ItemFn, options: &Options) -> TokenStream {
             let d = duration(d, &krate);
             quote!(::core::option::Option::Some(#d))
         }
+        None => quote!(::core::option::Option::None),
+    };
+    let millis = |at: Option<i64>| match at {
+        Some(ms) => quote!(::core::option::Option::Some(#ms)),
+        None => quote!(::core::option::Option::None),
+    };
+    let (start_at, end_at) = (millis(options.start_at), millis(options.end_at));
+    let max_runs = match options.max_runs {
+        Some(n) => quote!(::core::option::Option::Some(#n)),
         None => quote!(::core::option::Option::None),
     };
     let group = match &options.group {
@@ -270,6 +280,9 @@ fn generate(function: &ItemFn, options: &Options) -> TokenStream {
                     pause_after_failures: #pause_after_failures,
                     overlap: #overlap,
                     jitter: #jitter,
+                    start_at_ms: #start_at,
+                    end_at_ms: #end_at,
+                    max_runs: #max_runs,
                 };
                 let job = #private::job(
                     declaration,

@@ -49,8 +49,10 @@ use proc_macro::TokenStream;
 /// | `max_run_time = "10m"` | cancel a run that takes longer |
 /// | `retry = "3 every 10s x2 max 10m jitter 0.1"` | retry a failed run: attempts in all, then optionally the first delay, the factor, the longest delay, the jitter fraction (`RetryPolicy`; defaults 10 s, ×2, 10 m, 0.1) |
 /// | `pause_after_failures = "5"` | pause the job on every replica after this many slots in a row failed for good |
-/// | `overlap = "buffer_one"` | a slot that comes while the previous run goes on: `"skip"` (default), `"allow"`, `"buffer_one"`; not on a `#[distributed_lock]` fn |
+/// | `overlap = "buffer_one"` | a slot that comes while the previous run goes on: `"skip"` (default), `"allow"`, `"buffer_one"`, `"replace"`; not on a `#[distributed_lock]` fn |
 /// | `jitter = "30s"` | delay each slot's start by up to this, the same on every replica |
+/// | `start_at = "2026-01-01T00:00:00Z"`, `end_at = "..."` | no slot before / after this RFC 3339 time (checked at compile time; `end_at` not before `start_at`) |
+/// | `max_runs = 3` | stop firing after this many runs across the replicas (at least 1) |
 /// | `group = "reports"` | the scheduler group whose `scheduled_jobs()` adds it (default: any) |
 /// | `crate = "my_app::lock_scheduler"` | where lock-scheduler is, when reached through a re-export |
 ///
@@ -64,7 +66,7 @@ use proc_macro::TokenStream;
 /// method, a generic function, an argument the scheduler cannot supply (it supplies
 /// `RunContext` and `State<T>`), `cron` with `every`, an unknown or repeated option, a lock
 /// option (or `overlap`) on a `#[distributed_lock]` function, a retry policy, failure count,
-/// overlap policy or jitter the scheduler would refuse.
+/// overlap policy, jitter, time or run limit the scheduler would refuse.
 ///
 /// # Beside the function
 ///

@@ -13,7 +13,8 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Lit, LitStr, Meta, Path, Token};
 
 const OPTIONS: &str = "cron, every, offset, zone, name, lock, lease, wait, at_least, fencing, on_lost, \
-                       catch_up, max_run_time, retry, pause_after_failures, overlap, jitter, group, crate";
+                       catch_up, max_run_time, retry, pause_after_failures, overlap, jitter, start_at, end_at, \
+                       max_runs, group, crate";
 
 /// The options that configure the lock the scheduler takes, which a `#[distributed_lock]` fn
 /// does not have (it takes its own).
@@ -52,6 +53,7 @@ pub(crate) enum Overlap {
     Skip,
     Allow,
     BufferOne,
+    Replace,
 }
 
 /// The validated arguments.
@@ -70,6 +72,10 @@ pub(crate) struct Options {
     pub(crate) pause_after_failures: Option<u32>,
     pub(crate) overlap: Option<Overlap>,
     pub(crate) jitter: Option<Duration>,
+    /// `start_at` and `end_at`, as epoch milliseconds (checked RFC 3339 times).
+    pub(crate) start_at: Option<i64>,
+    pub(crate) end_at: Option<i64>,
+    pub(crate) max_runs: Option<u32>,
     pub(crate) group: Option<LitStr>,
     pub(crate) krate: Option<Path>,
     /// Where each lock option was given, to refuse them on a `#[distributed_lock]` fn.
@@ -95,6 +101,9 @@ struct Builder {
     pause_after_failures: Option<u32>,
     overlap: Option<Overlap>,
     jitter: Option<Duration>,
+    start_at: Option<(i64, LitStr)>,
+    end_at: Option<(i64, LitStr)>,
+    max_runs: Option<u32>,
     group: Option<LitStr>,
     krate: Option<Path>,
     seen: Vec<String>,
@@ -117,6 +126,21 @@ pub(crate) fn parse(args: proc_macro2::TokenStream, attr_span: Span) -> syn::Res
     if let (Err(e), None) = (&when, &errors) {
         combine(&mut errors, e.clone());
     }
+    if let (Some((start, start_lit)), Some((end, end_lit))) = (&b.start_at, &b.end_at)
+        && end < start
+    {
+        combine(
+            &mut errors,
+            syn::Error::new_spanned(
+                end_lit,
+                format!(
+                    "`end_at` ({}) is before `start_at` ({}): the job would never fire; swap or fix them",
+                    end_lit.value(),
+                    start_lit.value()
+                ),
+            ),
+        );
+    }
     if let Some(e) = errors {
         return Err(e);
     }
@@ -135,6 +159,9 @@ pub(crate) fn parse(args: proc_macro2::TokenStream, attr_span: Span) -> syn::Res
         pause_after_failures: b.pause_after_failures,
         overlap: b.overlap,
         jitter: b.jitter,
+        start_at: b.start_at.map(|(ms, _)| ms),
+        end_at: b.end_at.map(|(ms, _)| ms),
+        max_runs: b.max_runs,
         group: b.group,
         krate: b.krate,
         lock_option_spans: b.lock_option_spans,
@@ -182,6 +209,10 @@ impl Builder {
     }
 
     fn add_value(&mut self, name: &str, value: &Expr) -> syn::Result<()> {
+        if name == "max_runs" {
+            self.max_runs = Some(max_runs(value)?);
+            return Ok(());
+        }
         let lit = string_literal(value, name)?;
         let text = lit.value();
         let error = |message: String| syn::Error::new_spanned(&lit, message);
@@ -244,9 +275,10 @@ impl Builder {
                     "skip" => Overlap::Skip,
                     "allow" => Overlap::Allow,
                     "buffer_one" => Overlap::BufferOne,
+                    "replace" => Overlap::Replace,
                     other => {
                         return Err(error(format!(
-                            "invalid overlap {other:?}: expected \"skip\", \"allow\" or \"buffer_one\""
+                            "invalid overlap {other:?}: expected \"skip\", \"allow\", \"buffer_one\" or \"replace\""
                         )));
                     }
                 });
@@ -258,6 +290,8 @@ impl Builder {
                 }
                 self.jitter = Some(d);
             }
+            "start_at" => self.start_at = Some((instant(&lit, name)?, lit)),
+            "end_at" => self.end_at = Some((instant(&lit, name)?, lit)),
             "crate" => {
                 let path = lit.parse_with(Path::parse_mod_style).map_err(|_| {
                     error(format!(
@@ -405,6 +439,42 @@ fn retry(lit: &LitStr) -> syn::Result<Retry> {
     Ok(retry)
 }
 
+/// An RFC 3339 time (`"2026-01-01T00:00:00Z"`, an offset instead of `Z` allowed), as epoch
+/// milliseconds.
+fn instant(lit: &LitStr, name: &str) -> syn::Result<i64> {
+    let text = lit.value();
+    match chrono::DateTime::parse_from_rfc3339(text.trim()) {
+        Ok(at) => Ok(at.timestamp_millis()),
+        Err(e) => Err(syn::Error::new_spanned(
+            lit,
+            format!(
+                "invalid {name} {text:?}: {e}; expected an RFC 3339 time with its offset, e.g. \
+                 \"2026-01-01T00:00:00Z\" or \"2026-01-01T02:00:00+02:00\""
+            ),
+        )),
+    }
+}
+
+/// `max_runs = 3` (or `"3"`): a number of runs, at least 1.
+fn max_runs(value: &Expr) -> syn::Result<u32> {
+    let parsed = match value {
+        Expr::Lit(ExprLit { lit: Lit::Int(n), .. }) => n.base10_parse::<u32>().ok(),
+        Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => s.value().trim().parse::<u32>().ok(),
+        _ => None,
+    };
+    match parsed {
+        Some(n) if n > 0 => Ok(n),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!(
+                "invalid max_runs `{}`: give how many runs the job makes before it stops firing, 1 or more, \
+                 e.g. `max_runs = 3`",
+                quote::quote!(#value)
+            ),
+        )),
+    }
+}
+
 fn positive_duration(lit: &LitStr, name: &str) -> syn::Result<Duration> {
     let d = parse_duration(&lit.value()).map_err(|e| syn::Error::new_spanned(lit, e.to_string()))?;
     if d.is_zero() {
@@ -427,6 +497,9 @@ fn example(name: &str) -> &'static str {
         "pause_after_failures" => "pause_after_failures = \"5\"",
         "overlap" => "overlap = \"buffer_one\"",
         "jitter" => "jitter = \"30s\"",
+        "start_at" => "start_at = \"2026-01-01T00:00:00Z\"",
+        "end_at" => "end_at = \"2026-12-31T23:59:59Z\"",
+        "max_runs" => "max_runs = 3",
         "group" => "group = \"reports\"",
         "crate" => "crate = \"my_app::lock_scheduler\"",
         _ => "max_run_time = \"10m\"",

@@ -176,6 +176,7 @@ pub struct Job {
     pub(crate) jitter: Duration,
     pub(crate) start_at: Option<DateTime<Utc>>,
     pub(crate) end_at: Option<DateTime<Utc>>,
+    pub(crate) max_runs: Option<u32>,
 }
 
 impl Job {
@@ -247,6 +248,7 @@ impl Job {
             jitter: Duration::ZERO,
             start_at: None,
             end_at: None,
+            max_runs: None,
         }
     }
 
@@ -412,6 +414,22 @@ impl Job {
         self
     }
 
+    /// Stop firing the job after `runs` runs, counted across its replicas: the run that claims
+    /// each slot counts it in Redis, inside its lock, before its body starts, so each slot
+    /// counts once and no more than `runs` bodies ever start. Retries of a counted slot, manual
+    /// ("run now") runs and backfilled slots are not counted. A replica that counts past the
+    /// limit does not run the slot (reported and recorded as `skipped: max runs`, once per
+    /// replica) and, like the one that ran the last run, logs it once and fires the job no more;
+    /// `lockctl show` shows the count. The count expires
+    /// [`RUN_COUNT_TTL`](crate::schema::RUN_COUNT_TTL) after the last run it counted: a job
+    /// started again after that runs again. Must be at least 1; default: no limit.
+    ///
+    /// Cost in Redis: one round trip per run (`INCR` and `PEXPIRE`, pipelined).
+    pub fn max_runs(mut self, runs: u32) -> Job {
+        self.max_runs = Some(runs);
+        self
+    }
+
     /// The job's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -435,6 +453,7 @@ impl fmt::Debug for Job {
             .field("jitter", &self.jitter)
             .field("start_at", &self.start_at)
             .field("end_at", &self.end_at)
+            .field("max_runs", &self.max_runs)
             .finish_non_exhaustive()
     }
 }

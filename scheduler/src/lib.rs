@@ -17,6 +17,7 @@ mod index;
 mod job;
 mod job_args;
 mod job_metrics;
+mod max_runs;
 mod members;
 mod overlap;
 mod overrides;

@@ -50,6 +50,12 @@ pub struct Declaration {
     pub overlap: Option<Overlap>,
     /// The jitter window.
     pub jitter: Option<Duration>,
+    /// No slot before this (epoch ms, checked at compile time).
+    pub start_at_ms: Option<i64>,
+    /// No slot after this (epoch ms, checked at compile time).
+    pub end_at_ms: Option<i64>,
+    /// Runs after which the job stops firing.
+    pub max_runs: Option<u32>,
 }
 
 /// The job of `declaration`, running `body` (which extracts the fn's arguments and calls it) at
@@ -97,6 +103,16 @@ where
     }
     if let Some(window) = declaration.jitter {
         job = job.jitter(window);
+    }
+    // In range: the macro parsed them from RFC 3339 text.
+    if let Some(start) = declaration.start_at_ms.and_then(chrono::DateTime::from_timestamp_millis) {
+        job = job.start_at(start);
+    }
+    if let Some(end) = declaration.end_at_ms.and_then(chrono::DateTime::from_timestamp_millis) {
+        job = job.end_at(end);
+    }
+    if let Some(runs) = declaration.max_runs {
+        job = job.max_runs(runs);
     }
     job
 }

@@ -25,7 +25,7 @@ use crate::error::ControlError;
 use crate::index;
 use crate::presence::{LastSaid, Presence};
 use crate::schema::{
-    ANNOUNCE, MEMBER_TTL, RETRY_TTL, jobs_key, members_key, replicas_key, retries_key, runs_key,
+    ANNOUNCE, MEMBER_TTL, RETRY_TTL, jobs_key, members_key, replace_key, replicas_key, retries_key, runs_key,
 };
 use crate::state::State;
 
@@ -58,6 +58,8 @@ pub(crate) struct Members {
     /// wrote.
     presence: std::sync::OnceLock<Presence>,
     last_said: std::sync::Mutex<LastSaid>,
+    /// The group's requests to stop a running run (`Overlap::Replace`).
+    replace_key: String,
     instance: Arc<str>,
     /// The members as last read, with when each announcement lapses on this process's
     /// monotonic clock; sorted.
@@ -76,6 +78,7 @@ impl Members {
             replicas_key: replicas_key(group),
             presence: std::sync::OnceLock::new(),
             last_said: std::sync::Mutex::default(),
+            replace_key: replace_key(group),
             seen: RwLock::new(Arc::from(Vec::new())),
             instance,
         }
@@ -186,6 +189,11 @@ impl Members {
     /// The group's pending retries key.
     pub(crate) fn retries_key(&self) -> &str {
         &self.retries_key
+    }
+
+    /// The group's replace requests key.
+    pub(crate) fn replace_key(&self) -> &str {
+        &self.replace_key
     }
 
     /// Withdraws this replica (at shutdown), so the others stop preferring it at once.

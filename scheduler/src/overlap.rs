@@ -1,6 +1,9 @@
 //! What happens to a slot that comes while the job's previous run is still going on somewhere
 //! ([`Overlap`]), and the Redis side of [`Overlap::BufferOne`]: the claimant leaves the slot in
-//! the job's buffer ([`schema::buffered_key`]), the running run takes it when it ends.
+//! the job's buffer ([`schema::buffered_key`]), the running run takes it when it ends. The
+//! stopping of a run by a later slot ([`Overlap::Replace`]) is in [`replace`].
+
+pub(crate) mod replace;
 
 use std::sync::Arc;
 
@@ -34,6 +37,22 @@ pub enum Overlap {
     /// entry). Cost: one round trip per run end (`GETDEL` of the buffer), and one when a slot
     /// is buffered (`SET` of the buffer and a look at the lock, pipelined).
     BufferOne,
+    /// The slot stops the running run (on this replica or another) and runs once it has
+    /// stopped: the old run is cancelled as for a lost lock (its body dropped at its next
+    /// `.await`, [`lock_core::current`] inside it reporting the loss,
+    /// [`LossReason::Revoked`](lock_core::LossReason::Revoked)), reported and recorded as
+    /// `replaced`, and its lock handed to the new slot's run, which claims the slot's tick (so
+    /// each slot still runs once across the replicas, one run at a time). The running replica
+    /// sees the request within [`RUN_POLL`](crate::schema::RUN_POLL) (at once on the same
+    /// replica); the new slot waits for the lock up to
+    /// [`REPLACE_WAIT`](crate::schema::REPLACE_WAIT) (or the job's lock wait, if longer), then is
+    /// skipped as held. A body that does not `.await` cannot be stopped; with
+    /// [`OnLost::Continue`](lock_core::OnLost::Continue) the old run is told (its lock reads lost) but
+    /// finishes, and the new one starts after it. Cost: nothing while runs do not overlap; per
+    /// replacing slot, one round trip for the request (a script), then the waiting acquisition's
+    /// (one or two); the running replica reads the request in the poll it already sends every
+    /// `RUN_POLL` (one `MGET` more in it, only while a `Replace` run is in flight there).
+    Replace,
 }
 
 /// Claims `tick` for an [`Overlap::Allow`] job (its lock key `key`) without its lock, in the

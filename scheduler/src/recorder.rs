@@ -20,7 +20,13 @@ use crate::schema::{self, HISTORY_LEN, HISTORY_TTL, field, history_key};
 /// paused and buffered slots; not the skips of replicas that lost the race for a slot.
 pub(crate) fn recorded(outcome: &RunOutcome) -> bool {
     outcome.ran_here()
-        || matches!(outcome, RunOutcome::Missed(_) | RunOutcome::SkippedPaused | RunOutcome::Buffered)
+        || matches!(
+            outcome,
+            RunOutcome::Missed(_)
+                | RunOutcome::SkippedPaused
+                | RunOutcome::Buffered
+                | RunOutcome::SkippedMaxRuns
+        )
 }
 
 /// One run to append to its job's history.

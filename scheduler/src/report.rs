@@ -36,12 +36,20 @@ pub enum RunOutcome {
     /// The job ran longer than its maximum run time ([`Job::max_run_time`](crate::job::Job::max_run_time),
     /// carried here) and was cancelled; its lock was released. The next slot runs as usual.
     TimedOut(Duration),
+    /// The run was stopped by a later slot of its job
+    /// ([`Overlap::Replace`](crate::overlap::Overlap::Replace)): cancelled as for a lost lock,
+    /// its lock handed to the later slot's run.
+    Replaced,
+    /// The job had already run its maximum number of times across its replicas
+    /// ([`Job::max_runs`](crate::job::Job::max_runs)): this slot did not run, and this replica
+    /// fires the job no more.
+    SkippedMaxRuns,
 }
 
 impl RunOutcome {
     /// The short label used in logs: `ran`, `skipped: held`, `skipped: tick done`,
     /// `skipped: still running`, `buffered`, `skipped: paused`, `missed`, `failed`,
-    /// `cancelled`, `timed out`.
+    /// `cancelled`, `timed out`, `replaced`, `skipped: max runs`.
     pub fn label(&self) -> &'static str {
         match self {
             RunOutcome::Ran => "ran",
@@ -54,11 +62,14 @@ impl RunOutcome {
             RunOutcome::Failed(_) => "failed",
             RunOutcome::Cancelled => "cancelled",
             RunOutcome::TimedOut(_) => "timed out",
+            RunOutcome::Replaced => "replaced",
+            RunOutcome::SkippedMaxRuns => "skipped: max runs",
         }
     }
 
     /// The outcome as a Prometheus label value: `ran`, `skipped_held`, `skipped_tick_done`,
-    /// `skipped_still_running`, `buffered`, `skipped_paused`, `missed`, `failed`, `cancelled`, `timed_out`.
+    /// `skipped_still_running`, `buffered`, `skipped_paused`, `missed`, `failed`, `cancelled`, `timed_out`,
+    /// `replaced`, `skipped_max_runs`.
     pub fn metric_label(&self) -> &'static str {
         match self {
             RunOutcome::Ran => "ran",
@@ -71,6 +82,8 @@ impl RunOutcome {
             RunOutcome::Failed(_) => "failed",
             RunOutcome::Cancelled => "cancelled",
             RunOutcome::TimedOut(_) => "timed_out",
+            RunOutcome::Replaced => "replaced",
+            RunOutcome::SkippedMaxRuns => "skipped_max_runs",
         }
     }
 
@@ -78,7 +91,11 @@ impl RunOutcome {
     pub fn ran_here(&self) -> bool {
         matches!(
             self,
-            RunOutcome::Ran | RunOutcome::Failed(_) | RunOutcome::Cancelled | RunOutcome::TimedOut(_)
+            RunOutcome::Ran
+                | RunOutcome::Failed(_)
+                | RunOutcome::Cancelled
+                | RunOutcome::TimedOut(_)
+                | RunOutcome::Replaced
         )
     }
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
-use lock_core::LockError;
 use lock_core::tick::{self, Claim, ClaimedTick, TickOutcome};
+use lock_core::{LockError, LossReason};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -18,7 +18,8 @@ use tracing::Instrument;
 
 use crate::batch::{ClaimBatch, Share};
 use crate::failures;
-use crate::job::RunContext;
+use crate::job::{JobLock, RunContext};
+use crate::max_runs;
 use crate::overlap::{self, Overlap};
 use crate::pause_check::PauseCheck;
 use crate::report::RunOutcome;
@@ -198,6 +199,12 @@ impl Drop for RunningFlag {
 enum Failure {
     Job(String),
     Lock(LockError),
+    /// The job had run its maximum number of times: the body did not start.
+    MaxRuns,
+    /// Its run could not be counted against its maximum: the body did not start.
+    Uncounted(String),
+    /// A later slot asked it to stop ([`Overlap::Replace`]); it returned once told.
+    Replaced,
 }
 
 impl From<LockError> for Failure {
@@ -222,6 +229,11 @@ async fn run(
     let slot = ctx.slot();
     let ctx_attempt = ctx.attempt;
     let mut attempt = Attempt::nth(ctx_attempt);
+    // A slot's first run of a Replace job that finds the lock held stops the running run, and
+    // then runs with this context.
+    let replacing =
+        (job.overlap == Overlap::Replace && ctx_attempt == 1 && matches!(start, Start::Batched(_)))
+            .then(|| ctx.clone());
     let ran = match start {
         Start::Single(mut pause) => {
             if pause.is_paused(&job.name).await {
@@ -292,6 +304,10 @@ async fn run(
         }
         Some((None, _)) => RunOutcome::TimedOut(job.max_run_time.unwrap_or_default()),
     };
+    let outcome = match (outcome, replacing) {
+        (RunOutcome::SkippedHeld, Some(ctx)) => replace(&shared, &job, ctx).await,
+        (outcome, _) => outcome,
+    };
     // A slot of a BufferOne job that found the previous run holding the lock waits for it.
     let mut first_buffered = false;
     let outcome = match outcome {
@@ -332,6 +348,28 @@ async fn run(
     if job.overlap == Overlap::BufferOne && outcome.ran_here() {
         // The lock is released: a slot buffered from now on finds it free and starts itself.
         overlap::run_buffered(&shared, &job, slot.timestamp_millis()).await;
+    }
+    outcome
+}
+
+/// Slot `ctx` of a `Replace` job found its lock held: asks the running run to stop, then takes
+/// the lock as it is given back (waiting a bounded time) and runs, claiming the slot's tick.
+async fn replace(shared: &Arc<Shared>, job: &Arc<JobEntry>, ctx: RunContext) -> RunOutcome {
+    let Some(lock) = &job.lock else { return RunOutcome::SkippedHeld };
+    let asked_at = Instant::now();
+    overlap::replace::request(shared, job, ctx.tick()).await;
+    let (_, wait) = overlap::replace::wait_options(&lock.options);
+    tracing::info!(?wait, "the previous run still holds the lock: asked it to stop, waiting for the lock");
+    let outcome = match run_locked(shared, job, ctx, Locking::Replacing).await {
+        (Some(caught), lock_outcome) => classify(job, caught, lock_outcome),
+        (None, _) => RunOutcome::TimedOut(job.max_run_time.unwrap_or_default()),
+    };
+    if outcome == RunOutcome::SkippedHeld {
+        tracing::warn!(
+            waited = ?asked_at.elapsed(),
+            "the previous run did not give the lock back in time (a body that does not .await, or \
+             a replica that does not see requests): the slot is skipped"
+        );
     }
     outcome
 }
@@ -479,6 +517,9 @@ enum Locking {
     /// Without the job's lock (an [`Overlap::Allow`] job), its tick claimed by the batch (or
     /// none, for a retry).
     Free,
+    /// Inside `tick::scope(tick)`, under the job's lock taken waiting for the run it replaces
+    /// to give it back ([`Overlap::Replace`]).
+    Replacing,
 }
 
 /// What a batched claim that did not take the lock means for the run, as its first locked
@@ -498,20 +539,54 @@ fn not_claimed(claim: Result<Claim, LockError>) -> TickOutcome {
 /// releases its lock).
 async fn run_locked(
     shared: &Shared,
-    job: &JobEntry,
+    job: &Arc<JobEntry>,
     ctx: RunContext,
     locking: Locking,
 ) -> (Option<Caught>, Option<TickOutcome>) {
     let tick = ctx.claim_tick();
     let func = job.func.clone();
+    // A Replace job's run stops when a later slot asks (its lock revoked, inside the section).
+    let replaced = (job.overlap == Overlap::Replace).then(|| {
+        let fresh = ctx.attempt == 1 && !matches!(locking, Locking::Scope { claim: false });
+        (job.replace.subscribe(), ctx.tick(), fresh)
+    });
+    // A slot's run of a job with a maximum number of runs counts itself, inside its lock.
+    let counted = job
+        .max_runs
+        .filter(|_| ctx.attempt == 1 && !matches!(locking, Locking::Scope { claim: false }))
+        .map(|limit| (shared.client.clone(), job.clone(), limit));
     // The job's closure is called inside the lock, at the body's first poll.
-    let body = async move { func(ctx).await.map_err(Failure::Job) };
+    let body = async move {
+        if let Some((client, job, limit)) = counted {
+            match max_runs::count(&client, &job, limit).await {
+                Ok(None) => {}
+                Ok(Some(_)) => return Err(Failure::MaxRuns),
+                Err(e) => return Err(Failure::Uncounted(lock_core::ErrorChain(&e).to_string())),
+            }
+        }
+        match replaced {
+            Some((requests, slot, fresh)) => {
+                match overlap::replace::stop_when_replaced(requests, slot, fresh, func(ctx)).await {
+                    (_, true) => Err(Failure::Replaced),
+                    (output, false) => output.map_err(Failure::Job),
+                }
+            }
+            None => func(ctx).await.map_err(Failure::Job),
+        }
+    };
     let lock = job.lock.clone();
     let client = shared.client.clone();
     let (claim, claimed, lock) = match locking {
         Locking::Scope { claim } => (Some(claim), None, lock),
         Locking::Claimed(claimed) => (None, Some(claimed), lock),
         Locking::Free => (None, None, None),
+        Locking::Replacing => {
+            let lock = lock.map(|lock| JobLock {
+                options: overlap::replace::wait_options(&lock.options).0,
+                key: lock.key,
+            });
+            (Some(true), None, lock)
+        }
     };
     // Boxed: the nested lock and job futures are otherwise deep enough to overflow rustc's
     // query depth limit in a clean (non-incremental) build. One allocation per run.
@@ -552,9 +627,13 @@ fn classify(job: &JobEntry, caught: Caught, lock_outcome: Option<TickOutcome>) -
     match (caught, lock_outcome) {
         (Err(panic), _) => RunOutcome::Failed(format!("panicked: {}", panic_message(&*panic))),
         (Ok(_), Some(TickOutcome::Held)) => RunOutcome::SkippedHeld,
+        (Ok(_), Some(TickOutcome::Lost(LossReason::Revoked))) => RunOutcome::Replaced,
         (Ok(_), Some(TickOutcome::Claimed { .. })) => RunOutcome::SkippedTickDone,
         (Ok(_), Some(TickOutcome::LockFailed(e))) => {
             RunOutcome::Failed(format!("could not take the lock: {}", lock_core::ErrorChain(&e)))
+        }
+        (Ok(Err(Failure::Lock(LockError::Lost { reason: LossReason::Revoked, .. }))), _) => {
+            RunOutcome::Replaced
         }
         (Ok(Err(Failure::Lock(e))), _) => {
             RunOutcome::Failed(format!("lock error: {}", lock_core::ErrorChain(&e)))
@@ -563,6 +642,11 @@ fn classify(job: &JobEntry, caught: Caught, lock_outcome: Option<TickOutcome>) -
             RunOutcome::Failed("the lock was lost while the job ran; it was cancelled".into())
         }
         (Ok(Err(Failure::Job(e))), _) => RunOutcome::Failed(e),
+        (Ok(Err(Failure::MaxRuns)), _) => RunOutcome::SkippedMaxRuns,
+        (Ok(Err(Failure::Replaced)), _) => RunOutcome::Replaced,
+        (Ok(Err(Failure::Uncounted(e))), _) => {
+            RunOutcome::Failed(format!("could not count the run against the job's max_runs: {e}"))
+        }
         (Ok(Ok(())), lock_outcome) => {
             if lock_outcome.is_none() && !job.warned_unlocked.swap(true, Ordering::Relaxed) {
                 tracing::warn!(
@@ -611,6 +695,20 @@ fn log_outcome(job: &JobEntry, slot: DateTime<Utc>, outcome: &RunOutcome, durati
             tick = %tick,
             outcome = "skipped: paused",
             "the job is paused (lockctl resume or lock_scheduler::control::resume to resume it), skipping"
+        ),
+        // Asked for by the job's own policy: not a failure.
+        RunOutcome::Replaced => tracing::info!(
+            job = %job,
+            tick = %tick,
+            outcome = "replaced",
+            duration_ms,
+            "a later slot replaced this run: it was cancelled and its lock handed over"
+        ),
+        RunOutcome::SkippedMaxRuns => tracing::info!(
+            job = %job,
+            tick = %tick,
+            outcome = "skipped: max runs",
+            "the job has run its maximum number of times (max_runs), skipping"
         ),
         RunOutcome::TimedOut(limit) => tracing::warn!(
             job = %job,

@@ -18,6 +18,7 @@ use tracing::Instrument;
 
 use crate::command::{self, TIMEOUT};
 use crate::error::ControlError;
+use crate::overlap::replace;
 use crate::retry::pending::{self, DUE_PER_POLL};
 use crate::run;
 use crate::schema::{self, MEMBER_TTL, RUN_POLL, TAKE_RUN};
@@ -74,7 +75,13 @@ pub(crate) fn spawn_taker(
                     () = notice => {}
                     () = shared.registry_changed.notified() => {}
                     changed = state.changed() => {
-                        if changed.is_err() || state.borrow().deadline().is_some() {
+                        if changed.is_err() {
+                            return;
+                        }
+                        let stopping = state.borrow().deadline();
+                        if let Some(deadline) = stopping {
+                            // Runs still going may be asked to stop by a later slot elsewhere.
+                            replace::read_while_stopping(&shared, deadline).await;
                             return;
                         }
                     }
@@ -116,14 +123,23 @@ async fn poll(
     let (jobs_key, runs_key) = (shared.members.jobs_key(), shared.members.runs_key());
     let retries_key = shared.members.retries_key();
     let now = shared.clock.now();
+    let jobs = shared.jobs();
     let mut pipe = redis::pipe();
     pipe.cmd("HGETALL").arg(runs_key).cmd("EXISTS").arg(jobs_key);
     // The retries due and the next one, in the same round trip: waiting retries cost none.
     pending::read_due(&mut pipe, retries_key, now);
+    // So are the requests to stop the Replace runs in flight here, if any.
+    let replacing = replace::read(&mut pipe, shared.members.replace_key(), &jobs);
     type Look = (HashMap<String, String>, bool, Vec<String>, Vec<(String, f64)>);
-    let (requests, exists, due, next): Look =
-        command::query_within(&shared.client, "looking for run-now requests", &pipe, TIMEOUT).await?;
-    let jobs = shared.jobs();
+    let action = "looking for run-now requests";
+    let (requests, exists, due, next): Look = if replacing.is_empty() {
+        command::query_within(&shared.client, action, &pipe, TIMEOUT).await?
+    } else {
+        let (requests, exists, due, next, asked): (_, _, _, _, Vec<Option<f64>>) =
+            command::query_within(&shared.client, action, &pipe, TIMEOUT).await?;
+        replace::noted(&replacing, &asked);
+        (requests, exists, due, next)
+    };
     let now: BTreeSet<Arc<str>> = jobs.iter().map(|j| j.name.clone()).collect();
     if !exists || now != *registered {
         let mut pipe = redis::pipe();

@@ -295,7 +295,8 @@ pub(crate) struct JobEntry {
     /// Whether the "this job takes no lock" warning was logged (so: it takes none).
     pub(crate) warned_unlocked: AtomicBool,
     /// How many runs of the job are in flight on this replica: more than one only under
-    /// `Overlap::Allow`, whose runs overlap (a flag would be cleared by the first to end while
+    /// `Overlap::Allow`, whose runs overlap (and `Overlap::Replace`, while a slot waits for the
+    /// run it replaces) (a flag would be cleared by the first to end while
     /// another still runs, and shutdown would then cancel that one as never started).
     pub(crate) running: AtomicUsize,
     /// Whether the job's lock may still be held at its next slot (deferred slots then check
@@ -305,4 +306,11 @@ pub(crate) struct JobEntry {
     pub(crate) may_be_held: AtomicBool,
     /// What its runs record through the `metrics` facade.
     pub(crate) metrics: JobMetrics,
+    /// The latest slot (epoch ms) that asked its runs of earlier slots to stop
+    /// ([`Overlap::Replace`]): its runs watch it.
+    pub(crate) replace: tokio::sync::watch::Sender<i64>,
+    /// Its maximum number of runs across the replicas ([`Job::max_runs`](crate::job::Job::max_runs)).
+    pub(crate) max_runs: Option<u32>,
+    /// Whether this replica learnt that the job reached `max_runs`: it fires it no more.
+    pub(crate) max_runs_done: AtomicBool,
 }

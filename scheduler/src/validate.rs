@@ -102,6 +102,13 @@ pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, S
                 .into(),
         });
     }
+    if job.max_runs == Some(0) {
+        return Err(SchedulerError::InvalidJob {
+            job: job.name.clone(),
+            reason: "max_runs is 0: give the number of runs (1 or more) after which the job stops firing"
+                .into(),
+        });
+    }
     Ok(Some(JobEntry {
         name: job.name.into(),
         function: job.function,
@@ -121,6 +128,9 @@ pub(crate) fn validate(job: Job, cx: &Context<'_>) -> Result<Option<JobEntry>, S
         running: AtomicUsize::new(0),
         may_be_held: AtomicBool::new(true),
         metrics: JobMetrics::default(),
+        replace: tokio::sync::watch::Sender::new(i64::MIN),
+        max_runs: job.max_runs,
+        max_runs_done: AtomicBool::new(false),
     }))
 }
 

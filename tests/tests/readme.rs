@@ -50,10 +50,12 @@ fn the_key_table_spells_every_name_the_scheduler_schema_builds() {
         sched::failures_key(job).expect("a valid name"),
         sched::failure_streak_key(job).expect("a valid name"),
         sched::buffered_key(job).expect("a valid name"),
+        sched::run_count_key(job).expect("a valid name"),
         sched::members_key("<group>"),
         sched::jobs_key("<group>"),
         sched::runs_key("<group>"),
         sched::retries_key("<group>"),
+        sched::replace_key("<group>"),
         sched::group_index_key().to_owned(),
         sched::job_index_key().to_owned(),
     ];

@@ -368,3 +368,30 @@ fn retry_pause_overlap_and_jitter_declared_in_the_attribute_reach_the_job() {
         assert!(job.contains(expected), "`{expected}` in {job}");
     }
 }
+
+/// A time window, a run limit and the replace policy, declared in the attribute.
+#[scheduled(
+    every = "5s",
+    name = "window-declared",
+    group = "semantics",
+    lock = "lock:window-declared",
+    start_at = "2026-01-01T00:00:00Z",
+    end_at = "2026-01-31T12:00:00+02:00",
+    max_runs = 3,
+    overlap = "replace"
+)]
+async fn window_declared() {}
+
+#[test]
+fn start_end_max_runs_and_replace_declared_in_the_attribute_reach_the_job() {
+    let job = format!("{:?}", window_declared::job());
+    for expected in [
+        "start_at: Some(2026-01-01T00:00:00Z)",
+        // The offset is applied at compile time: the job holds the instant, in UTC.
+        "end_at: Some(2026-01-31T10:00:00Z)",
+        "max_runs: Some(3)",
+        "overlap: Replace",
+    ] {
+        assert!(job.contains(expected), "`{expected}` in {job}");
+    }
+}

@@ -149,4 +149,14 @@ impl CurrentLock {
     pub fn lost(&self) -> impl Future<Output = LossReason> + Send + 'static {
         self.state.clone().lost()
     }
+
+    /// Gives the lock up as lost ([`LossReason::Revoked`]), from any task that has this view:
+    /// the locked section is cancelled as for any lost lock (with `OnLost::Cancel`, its body is
+    /// dropped at its next `.await` and the section returns [`LockError::Lost`]; with
+    /// `OnLost::Continue`, the body goes on and sees [`is_held`](Self::is_held) false), and its
+    /// release then frees the key, still this owner's. The scheduler's `Overlap::Replace` stops a
+    /// run with it. Returns false if the lock was already released or lost.
+    pub fn revoke(&self) -> bool {
+        self.state.mark_lost(LossReason::Revoked)
+    }
 }

@@ -20,6 +20,7 @@ const HELD: u8 = 0;
 const RELEASED: u8 = 1;
 const LOST_EXPIRED: u8 = 2;
 const LOST_NOT_OWNER: u8 = 3;
+const LOST_REVOKED: u8 = 4;
 
 #[derive(Debug)]
 pub(crate) struct LockState {
@@ -137,6 +138,7 @@ impl LockState {
         match self.status.load(Ordering::Acquire) {
             LOST_EXPIRED => Some(LossReason::Expired),
             LOST_NOT_OWNER => Some(LossReason::NotOwner),
+            LOST_REVOKED => Some(LossReason::Revoked),
             HELD if self.identity.is_dead() || Instant::now() >= self.deadline() => Some(LossReason::Expired),
             _ => None,
         }
@@ -156,17 +158,29 @@ impl LockState {
         let code = match reason {
             LossReason::Expired => LOST_EXPIRED,
             LossReason::NotOwner => LOST_NOT_OWNER,
+            LossReason::Revoked => LOST_REVOKED,
         };
         let done = self.transition(code);
         if done {
             self.metrics.lost(reason);
-            tracing::warn!(
-                key = %self.key,
-                instance = %self.instance(),
-                fence = self.fence,
-                held_for = ?self.acquired_at.elapsed(),
-                "lock lost: {reason}"
-            );
+            if reason == LossReason::Revoked {
+                // Asked for: not a failure of the lock.
+                tracing::info!(
+                    key = %self.key,
+                    instance = %self.instance(),
+                    fence = self.fence,
+                    held_for = ?self.acquired_at.elapsed(),
+                    "lock given up: {reason}"
+                );
+            } else {
+                tracing::warn!(
+                    key = %self.key,
+                    instance = %self.instance(),
+                    fence = self.fence,
+                    held_for = ?self.acquired_at.elapsed(),
+                    "lock lost: {reason}"
+                );
+            }
             self.notify_changed();
         }
         done
@@ -197,6 +211,7 @@ impl LockState {
             match self.status.load(Ordering::SeqCst) {
                 LOST_EXPIRED => return LossReason::Expired,
                 LOST_NOT_OWNER => return LossReason::NotOwner,
+                LOST_REVOKED => return LossReason::Revoked,
                 RELEASED => std::future::pending::<()>().await,
                 _ => {}
             }
@@ -257,6 +272,27 @@ mod tests {
                 .expect("watcher task");
             assert_eq!(reason, LossReason::NotOwner);
         }
+    }
+
+    /// A revoked lock (given up on request) reads lost, with its own reason, to a watcher and
+    /// to `is_held`; revoking twice, or after the release, changes nothing.
+    #[tokio::test]
+    async fn a_revoked_lock_reads_lost_as_revoked() {
+        let identity = Arc::new(Identity::alive_for("test", Duration::from_secs(600)));
+        let metrics = MetricsCache::default();
+        let state = held(1, &identity, &metrics);
+        let watcher = tokio::spawn(state.clone().lost());
+        tokio::task::yield_now().await;
+        assert!(state.mark_lost(LossReason::Revoked));
+        assert!(!state.mark_lost(LossReason::Revoked));
+        let reason =
+            tokio::time::timeout(Duration::from_secs(5), watcher).await.expect("woken").expect("task");
+        assert_eq!(reason, LossReason::Revoked);
+        assert_eq!(state.loss(), Some(LossReason::Revoked));
+        assert!(!state.is_held());
+        let released = held(2, &identity, &metrics);
+        assert!(released.mark_released());
+        assert!(!released.mark_lost(LossReason::Revoked), "a released lock is not revoked");
     }
 
     /// A released lock never reports a loss, watched or not.

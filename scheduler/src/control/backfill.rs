@@ -79,7 +79,9 @@ pub async fn backfill(
         history(client, job, HISTORY_LEN * 2)
             .await?
             .into_iter()
-            .filter(|e| matches!(e.outcome.as_str(), "ran" | "failed" | "timed out" | "cancelled"))
+            .filter(|e| {
+                matches!(e.outcome.as_str(), "ran" | "failed" | "timed out" | "cancelled" | "replaced")
+            })
             .filter(|e| e.manual_by.is_none())
             .map(|e| e.tick)
             .collect()

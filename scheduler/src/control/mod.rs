@@ -2,6 +2,7 @@
 //! schedulers, from any process with a [`LockClient`](lock_core::LockClient), through Redis.
 //!
 //! - pause and resume a job on every replica at once ([`pause`], [`resume`], [`pause_state`]);
+//! - read how many times a job with a maximum number of runs has run ([`run_count`]);
 //! - read its run history ([`history`], [`history_since`], [`jobs`], [`has_history_or_pause_flag`]);
 //! - run it once now on one live replica ([`run_now`], [`request_run`], [`wait_taken`]);
 //! - run every slot between two instants once, as if on time ([`backfill`]);
@@ -31,6 +32,7 @@ pub(crate) mod retries;
 pub(crate) mod run_now;
 
 pub use crate::error::ControlError;
+pub use crate::max_runs::run_count;
 pub use backfill::{Backfill, backfill};
 pub use directory::{RegisteredJob, Replica, ReplicaAbout, registered_jobs, replicas};
 pub use history::{HistoryEntry, failures_last_day, has_history_or_pause_flag, history, history_since, jobs};

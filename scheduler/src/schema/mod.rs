@@ -10,6 +10,7 @@
 //! | [`pause_key`] `scheduler:{job:<name>}:paused` | string | who paused it and when | none while paused (deleted by resume) |
 //! | [`failure_streak_key`] `scheduler:{job:<name>}:failure_streak` | string | the job's slots failed for good in a row (deleted by a success and by resume) | [`FAILURE_STREAK_TTL`] after the last failure |
 //! | [`buffered_key`] `scheduler:{job:<name>}:buffered` | string | the slot (epoch ms) buffered behind a running run ([`Overlap::BufferOne`](crate::overlap::Overlap::BufferOne)), taken by that run's end | [`BUFFERED_TTL`] |
+//! | [`run_count_key`] `scheduler:{job:<name>}:run_count` | string | the job's slots run so far, counted by the run that claimed each ([`Job::max_runs`](crate::job::Job::max_runs)) | [`RUN_COUNT_TTL`] after the last count |
 //! | [`missed_key`] `scheduler:{job:<name>}:missed` | string | the latest missed slot recorded (so replicas record it once) | [`MISSED_TTL`] |
 //! | [`failures_key`] `scheduler:{job:<name>}:failures` | zset | hour (since the epoch, UTC) -> failed and timed-out runs recorded in it, counted with their history entries; hours older than a day dropped by the next count | [`FAILURES_TTL`] after the last failure |
 //! | [`history_key`] `scheduler:{job:<name>}:history` | stream | one entry per run, fields in [`field`] | [`HISTORY_TTL`] after the last entry, give or take a minute (each replica renews it at most once a minute); trimmed to about [`HISTORY_LEN`] entries once a minute |
@@ -17,6 +18,7 @@
 //! | [`replicas_key`] `scheduler:{group:<name>}:replicas` | hash | instance id -> what the replica says about itself ([`replica_about`]: `<started ms>\t<host>\t<version>\t<running job>...`), written with its announcement when it changes (at least every half [`MEMBER_TTL`]); a member's field goes when its announcement lapses | [`MEMBER_TTL`] after the last write |
 //! | [`jobs_key`] `scheduler:{group:<name>}:jobs` | hash | job name -> its schedule in force ([`registry_entry`]: `<schedule>\t<time zone>\t<origin>`), written by the replicas that have the job | as the member set |
 //! | [`runs_key`] `scheduler:{group:<name>}:runs` | hash | job name -> a pending "run now" request (`<id>\t<by>\t<ms>`), removed by the replica that takes it | [`RUN_REQUEST_TTL`] |
+//! | [`replace_key`] `scheduler:{group:<name>}:replace` | zset | job name -> the latest slot (epoch ms) that asked its running run to stop ([`Overlap::Replace`](crate::overlap::Overlap::Replace)); only moves forward (`ZADD GT`), entries older than [`REPLACE_TTL`] dropped by the next request | [`REPLACE_TTL`] after the last request |
 //! | [`retries_key`] `scheduler:{group:<name>}:retries` | zset | a pending retry ([`retry_member`]: `<job>\t<slot ms>\t<attempt>`) -> when it is due (epoch ms), removed by the replica that takes it | [`RETRY_TTL`] after the latest due time written |
 //! | [`group_index_key`] `scheduler:groups` | zset | group name -> until when its keys may exist (epoch ms, the writer's clock: [`RETRY_TTL`] after its last announcement or retry written), so that the admin reads find the groups without `SCAN` | [`RETRY_TTL`] after the last write |
 //! | [`job_index_key`] `scheduler:job-index` | zset | job name -> until when its history or pause flag may exist (epoch ms, the writer's clock: [`HISTORY_TTL`] after its history's expiry was last renewed; `+inf` while paused), so that the admin reads find the jobs without `SCAN` | [`HISTORY_TTL`] after the last write |
@@ -60,6 +62,22 @@ pub const FAILURE_STREAK_TTL: Duration = lock_core::schema::TICK_TTL;
 /// How long a buffered slot waits for the run it is buffered behind to end
 /// ([`Overlap::BufferOne`](crate::overlap::Overlap::BufferOne)).
 pub const BUFFERED_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How long a slot of an [`Overlap::Replace`](crate::overlap::Overlap::Replace) job waits, at
+/// least, for the run it replaces to stop and give the lock back (the job's lock wait, if
+/// longer, is used instead): the running replica sees the request within [`RUN_POLL`] (at
+/// once on the same replica), its body stops at its next `.await`, and the release hands the
+/// lock over. Past it the slot is skipped (`skipped: held`).
+pub const REPLACE_WAIT: Duration = Duration::from_secs(10);
+
+/// How long a request to replace a running run ([`replace_key`]) is kept: long enough for
+/// the running replica's next look ([`RUN_POLL`]) and the waiting slot ([`REPLACE_WAIT`]).
+/// The set expires this long after the last request, and a request drops the entries older.
+pub const REPLACE_TTL: Duration = Duration::from_secs(60);
+
+/// How long a job's run count ([`run_count_key`]) outlives the last run it counted: a job
+/// started again after that long counts from zero.
+pub const RUN_COUNT_TTL: Duration = HISTORY_TTL;
 
 /// How long a replica's announcement in its group lasts: a replica that stopped renewing
 /// (crashed, partitioned) stops being preferred for runs after at most this, on every replica
@@ -119,6 +137,7 @@ const HISTORY: &str = "}:history";
 const MISSED: &str = "}:missed";
 const FAILURE_STREAK: &str = "}:failure_streak";
 const BUFFERED: &str = "}:buffered";
+const RUN_COUNT: &str = "}:run_count";
 
 /// The fields of a run history entry.
 pub mod field {
@@ -196,6 +215,11 @@ pub fn failure_streak_key(job: &str) -> Result<String, ControlError> {
 /// The Redis key of `job`'s slot buffered behind its running run.
 pub fn buffered_key(job: &str) -> Result<String, ControlError> {
     job_key(job, BUFFERED)
+}
+
+/// The Redis key of `job`'s count of slots run ([`Job::max_runs`](crate::job::Job::max_runs)).
+pub fn run_count_key(job: &str) -> Result<String, ControlError> {
+    job_key(job, RUN_COUNT)
 }
 
 /// The Redis key of the index of scheduler groups: a sorted set of group name -> until when
@@ -292,8 +316,9 @@ pub fn runs_key(group: &str) -> String {
 /// The pub/sub channel (not a key: nothing is stored) on which `group`'s replicas are told
 /// that a "run now" request, a retry or a backfill slot was written for the group ([`runs_key`],
 /// [`retries_key`]); published (`PUBLISH`, or `SPUBLISH` in a cluster: same hash tag, same slot)
-/// after the write, in the same script or pipeline. The message says which (`run`, `retry`);
-/// replicas look at both either way.
+/// after the write, in the same script or pipeline. Also told: a request to stop a running run
+/// ([`replace_key`], `Overlap::Replace`). The message says which (`run`, `retry`, `replace`);
+/// replicas look at all of them either way.
 pub fn group_channel(group: &str) -> String {
     format!("scheduler:{{group:{group}}}:changed")
 }
@@ -301,6 +326,13 @@ pub fn group_channel(group: &str) -> String {
 /// The Redis key of `group`'s pending retries (due time -> [`retry_member`]).
 pub fn retries_key(group: &str) -> String {
     format!("scheduler:{{group:{group}}}:retries")
+}
+
+/// The Redis key of `group`'s requests to stop a running run (job -> the latest slot, epoch
+/// ms, that asked: [`Overlap::Replace`](crate::overlap::Overlap::Replace)). In the group's slot,
+/// so the replicas read it in their run-now poll.
+pub fn replace_key(group: &str) -> String {
+    format!("scheduler:{{group:{group}}}:replace")
 }
 
 /// The group a pending-retries key belongs to (`None` for any other key).

@@ -135,6 +135,9 @@ impl Timer {
         if job.entry.end_at.is_some_and(|end| slot > end) {
             return false; // a late wake past the job's end
         }
+        if crate::max_runs::done(&job.entry) {
+            return false; // it ran its maximum number of times
+        }
         // Behind older missed slots (or, for CatchUp::Each, while the last claimed tick is
         // being read): claiming a newer tick first would make them unclaimable.
         let each = matches!(job.entry.catch_up, CatchUp::Each(_));
@@ -151,8 +154,9 @@ impl Timer {
             _ => None,
         };
         let busy = match (busy, job.entry.overlap) {
-            // Runs alongside: the running one is kept track of as an orphan (shutdown waits).
-            (Some(_), Overlap::Allow) if job.deferred.is_none() => {
+            // Runs alongside (or, for Replace, stops it and runs once it has stopped): the
+            // running one is kept track of as an orphan (shutdown waits).
+            (Some(_), Overlap::Allow | Overlap::Replace) if job.deferred.is_none() => {
                 if let Some(running) = job.current.take() {
                     self.orphans.retain(|(_, run)| !run.is_finished());
                     self.orphans.push((job.entry.clone(), running));
