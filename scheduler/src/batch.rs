@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use crate::command;
 use crate::error::ControlError;
-use crate::overlap::{self, Overlap};
+use crate::overlap::Overlap;
 use crate::pause_check::PauseCheck;
 use crate::schema::CLAIM_SLOT;
 use crate::shared::JobEntry;
@@ -95,7 +95,7 @@ impl ClaimBatch {
 }
 
 /// Claims the ticks of `free` (jobs whose slots may overlap) without their locks, in one
-/// pipeline ([`overlap::claim_slot`]); per claim, its share.
+/// pipeline ([`claim_slot`]); per claim, its share.
 async fn claim_slots(
     client: &LockClient,
     free: &[(Arc<JobEntry>, i64, oneshot::Sender<Share>)],
@@ -108,7 +108,7 @@ async fn claim_slots(
     pipe.load_script(&CLAIM_SLOT).ignore();
     for (job, tick, _) in free {
         if let Some(lock) = &job.lock {
-            overlap::claim_slot(&mut pipe, &lock.key, *tick);
+            claim_slot(&mut pipe, &lock.key, *tick);
         }
     }
     match command::query::<Vec<i64>>(client, "claiming slots", &pipe).await {
@@ -120,4 +120,12 @@ async fn claim_slots(
             free.iter().map(|_| Err(ControlError::Unavailable("claiming slots"))).collect()
         }
     }
+}
+
+/// Claims `tick` for an [`Overlap::Allow`] job (its lock key `key`) without its lock, in the
+/// pipeline `pipe` ([`CLAIM_SLOT`]; its reply: 0 claimed, else the last claimed tick).
+pub(crate) fn claim_slot(pipe: &mut redis::Pipeline, key: &str, tick: i64) {
+    let mut invocation = CLAIM_SLOT.key(lock_core::schema::tick_key(key));
+    invocation.arg(tick).arg(lock_core::schema::TICK_TTL.as_millis() as u64);
+    pipe.invoke_script(&invocation);
 }

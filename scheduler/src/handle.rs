@@ -17,10 +17,10 @@ use crate::control::pause;
 use crate::error::{ControlError, SchedulerError};
 use crate::job::Job;
 use crate::report::{RunReport, ShutdownReport};
+use crate::shared::Command;
 use crate::shared::Shared;
 use crate::signal::ShutdownSignal;
 use crate::state::State;
-use crate::timer::jobs::Command;
 use crate::timer::shutdown::{RunEnd, RunExit};
 use crate::validate::{Context, validate};
 

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use lock_core::{LockOptions, OnLost};
@@ -14,6 +13,7 @@ use lock_core::{LockOptions, OnLost};
 use crate::job_args::{StateNeed, States};
 use crate::overlap::Overlap;
 use crate::retry::policy::RetryPolicy;
+use crate::run_context::RunContext;
 use crate::schedule::catch_up::CatchUp;
 
 /// What a job's future may return: `()`, `Option<T>` (both always success) or `Result<T, E>`
@@ -44,57 +44,6 @@ impl<T: Send + 'static, E: fmt::Display + Send + 'static> JobOutput for Result<T
     fn into_job_result(self) -> Result<(), String> {
         // `{:#}` shows anyhow's whole context chain; plain errors print as usual.
         self.map(drop).map_err(|e| format!("{e:#}"))
-    }
-}
-
-/// What a run knows about itself: the job, its slot (the scheduled fire time, not "now") and
-/// the instance running it. Given to jobs built with [`Job::with_context`].
-#[derive(Debug, Clone)]
-pub struct RunContext {
-    pub(crate) job: Arc<str>,
-    pub(crate) slot: DateTime<Tz>,
-    pub(crate) instance: Arc<str>,
-    /// 1 for the slot's first run, then 2, 3, ... for its retries ([`Job::retry`]).
-    pub(crate) attempt: u32,
-}
-
-impl RunContext {
-    /// The job's name.
-    pub fn job(&self) -> &str {
-        &self.job
-    }
-
-    /// The scheduled fire time of this run.
-    pub fn slot(&self) -> DateTime<Utc> {
-        self.slot.with_timezone(&Utc)
-    }
-
-    /// The scheduled fire time in the job's time zone.
-    pub fn local_slot(&self) -> DateTime<Tz> {
-        self.slot
-    }
-
-    /// The tick: the slot in epoch milliseconds, as claimed in Redis (`{<key>}:tick`) by the
-    /// slot's first attempt (attempt `n` claims `tick + n - 1`, so that each attempt is claimed
-    /// once).
-    pub fn tick(&self) -> i64 {
-        self.slot.timestamp_millis()
-    }
-
-    /// Which attempt at the slot this is: 1 for its first run, 2 for the first retry, and so
-    /// on (see [`Job::retry`]). Always 1 for a job without a retry policy.
-    pub fn attempt(&self) -> u32 {
-        self.attempt
-    }
-
-    /// The tick this attempt claims: `tick() + attempt() - 1`.
-    pub(crate) fn claim_tick(&self) -> i64 {
-        self.tick() + i64::from(self.attempt.saturating_sub(1))
-    }
-
-    /// The instance id of the replica running it.
-    pub fn instance(&self) -> &str {
-        &self.instance
     }
 }
 

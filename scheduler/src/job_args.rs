@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::job::RunContext;
+use crate::run_context::RunContext;
 
 /// Application state a job takes as an argument: a database pool, a mailer, a service. Given
 /// once to [`SchedulerBuilder::state`](crate::scheduler::SchedulerBuilder::state); each run gets

@@ -27,7 +27,9 @@ mod recorder;
 mod report;
 mod retry;
 mod run;
+mod run_context;
 mod run_taker;
+mod running;
 mod schedule;
 mod scheduler;
 #[doc(hidden)]
@@ -46,13 +48,14 @@ mod validate;
 pub use clock::{Clock, OffsetClock, SystemClock};
 pub use error::SchedulerError;
 pub use handle::SchedulerHandle;
-pub use job::{Job, JobOutput, RunContext};
+pub use job::{Job, JobOutput};
 pub use job_args::{FromRun, MissingState, State, StateNeed, States};
 pub use lock_schedule::{CronField, Every, ScheduleError, When};
 pub use overlap::Overlap;
 pub use overrides::ScheduleOrigin;
 pub use report::{RunOutcome, RunReport, ShutdownReport};
 pub use retry::policy::{MAX_ATTEMPTS, RetryPolicy};
+pub use run_context::RunContext;
 pub use schedule::Schedule;
 pub use schedule::catch_up::{CatchUp, ON_TIME};
 pub use scheduler::{

@@ -11,10 +11,10 @@ pub use lock_core::{LockOptions, OnLost};
 pub use std::time::Duration;
 
 pub use crate::declared::Registration;
-pub use crate::job::RunContext;
 pub use crate::job_args::{FromRun, MissingState, StateNeed, States};
 pub use crate::overlap::Overlap;
 pub use crate::retry::policy::RetryPolicy;
+pub use crate::run_context::RunContext;
 pub use crate::schedule::catch_up::CatchUp;
 
 use crate::job::{Job, JobBody, JobOutput, Timing};

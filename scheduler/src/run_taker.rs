@@ -18,13 +18,13 @@ use tracing::Instrument;
 
 use crate::command::{self, TIMEOUT};
 use crate::error::ControlError;
-use crate::overlap::replace;
 use crate::retry::pending::{self, DUE_PER_POLL};
 use crate::run;
+use crate::run::replace;
 use crate::schema::{self, MEMBER_TTL, RUN_POLL, TAKE_RUN};
+use crate::shared::Command;
 use crate::shared::{JobEntry, Manual, Shared};
 use crate::state::State;
-use crate::timer::jobs::Command;
 
 /// How soon a look that failed is tried again (only while failing: Redis unreachable, say), or
 /// one that read a full page of due retries.

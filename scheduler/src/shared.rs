@@ -19,10 +19,9 @@ use crate::overrides::{Overrides, ScheduleOrigin};
 use crate::recorder::{self, Recorder};
 use crate::report::{RunOutcome, RunReport};
 use crate::retry::policy::RetryPolicy;
-use crate::run::Running;
+use crate::running::Running;
 use crate::schedule::Schedule;
 use crate::schedule::catch_up::CatchUp;
-use crate::timer::jobs::Command;
 
 /// Everything the timer and runs of one scheduler share.
 pub(crate) struct Shared {
@@ -313,4 +312,16 @@ pub(crate) struct JobEntry {
     pub(crate) max_runs: Option<u32>,
     /// Whether this replica learnt that the job reached `max_runs`: it fires it no more.
     pub(crate) max_runs_done: AtomicBool,
+}
+
+/// Changes to the set of jobs of a running scheduler.
+pub(crate) enum Command {
+    /// Schedule a (validated) job from now on.
+    Add(Arc<JobEntry>),
+    /// Stop scheduling a job; its run in flight, if any, goes on (and is waited for at
+    /// shutdown).
+    Remove(Arc<str>),
+    /// Keep track of a run started outside the schedule (a "run now" request this replica
+    /// took), so that shutdown waits for it, or cancels it, like a slot's run.
+    Adopt(Arc<JobEntry>, Running),
 }

@@ -54,7 +54,8 @@ use lock_core::{LockClient, LockError, LockOptions};
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use crate::job::{JobOutput, RunContext};
+use crate::job::JobOutput;
+use crate::run_context::RunContext;
 use crate::schedule::Schedule;
 use crate::schedule::catch_up::{CatchUp, ON_TIME};
 use lock_schedule::ScheduleError;

@@ -11,10 +11,11 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::batch::ClaimBatch;
-use crate::overlap::{self, Overlap};
+use crate::overlap::Overlap;
 use crate::pause_check::PauseCheck;
 use crate::recorder;
 use crate::report::RunOutcome;
+use crate::run::buffer;
 use crate::run::{self, Start};
 use crate::schedule::catch_up::CatchUp;
 use crate::schedule::due::Due;
@@ -243,7 +244,7 @@ fn buffer_behind(shared: &Arc<Shared>, job: &Arc<JobEntry>, slot: DateTime<Utc>,
     let (shared, job) = (shared.clone(), job.clone());
     tokio::spawn(
         async move {
-            let Some(first) = overlap::buffer_slot(&shared, &job, slot).await else { return };
+            let Some(first) = buffer::buffer_slot(&shared, &job, slot).await else { return };
             tracing::info!(
                 job = %job.name,
                 tick = %slot.with_timezone(&job.schedule.time_zone()).to_rfc3339(),

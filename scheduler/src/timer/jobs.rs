@@ -7,22 +7,9 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use crate::run::Running;
 use crate::schedule::truncate;
-use crate::shared::JobEntry;
+use crate::shared::{Command, JobEntry};
 use crate::timer::{Scheduled, Timer};
-
-/// Changes to the set of jobs of a running scheduler.
-pub(crate) enum Command {
-    /// Schedule a (validated) job from now on.
-    Add(Arc<JobEntry>),
-    /// Stop scheduling a job; its run in flight, if any, goes on (and is waited for at
-    /// shutdown).
-    Remove(Arc<str>),
-    /// Keep track of a run started outside the schedule (a "run now" request this replica
-    /// took), so that shutdown waits for it, or cancels it, like a slot's run.
-    Adopt(Arc<JobEntry>, Running),
-}
 
 impl Timer {
     /// Queues `entry`'s first slot after `floor`.

@@ -39,12 +39,12 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::run::Running;
+use crate::running::Running;
 use crate::schedule::next_slots::NextSlots;
+use crate::shared::Command;
 use crate::shared::{JobEntry, Shared};
 use crate::state::State;
 use crate::timer::deferred::{Checked, Deferred};
-use crate::timer::jobs::Command;
 use crate::timer::shutdown::RunExit;
 
 /// What the timer listens to besides the clock and the scheduler's state.

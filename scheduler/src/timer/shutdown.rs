@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use crate::run::{self, Running};
+use crate::run;
+use crate::running::Running;
 use crate::shared::JobEntry;
 use crate::timer::Timer;
 

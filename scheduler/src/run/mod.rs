@@ -1,6 +1,9 @@
 //! One run of one slot of a job on this replica: the pause check, the job inside its tick's scope (and its lock), the time
 //! limit, and how it went (logged, recorded in the run history, reported).
 
+pub(crate) mod buffer;
+pub(crate) mod replace;
+
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -12,38 +15,24 @@ use futures_util::FutureExt;
 use lock_core::tick::{self, Claim, ClaimedTick, TickOutcome};
 use lock_core::{LockError, LossReason};
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::batch::{ClaimBatch, Share};
 use crate::failures;
-use crate::job::{JobLock, RunContext};
+use crate::job::JobLock;
 use crate::max_runs;
-use crate::overlap::{self, Overlap};
+use crate::overlap::Overlap;
 use crate::pause_check::PauseCheck;
 use crate::report::RunOutcome;
 use crate::retry::pending;
+use crate::run_context::RunContext;
+use crate::running::Running;
 use crate::schema::BACKFILL_ATTEMPT;
 use crate::shared::{Attempt, JobEntry, Manual, Origin, Shared};
 
 /// How long a backfill slot that found the job's lock held waits before it is tried again.
 const HELD_BACKFILL_WAIT_MS: i64 = 500;
-
-/// A run in flight for a job on this replica.
-pub(crate) struct Running {
-    pub(crate) handle: JoinHandle<RunOutcome>,
-    pub(crate) slot: DateTime<Utc>,
-    pub(crate) fired_at: DateTime<Utc>,
-    pub(crate) span: tracing::Span,
-}
-
-impl Running {
-    /// Whether the run's task is over.
-    pub(crate) fn is_finished(&self) -> bool {
-        self.handle.is_finished()
-    }
-}
 
 /// How a run learns whether it may run.
 pub(crate) enum Start {
@@ -314,7 +303,7 @@ async fn run(
         RunOutcome::SkippedHeld
             if job.overlap == Overlap::BufferOne && ctx_attempt == 1 && !attempt.backfill =>
         {
-            match overlap::buffer_slot(&shared, &job, slot).await {
+            match buffer::buffer_slot(&shared, &job, slot).await {
                 Some(first) => {
                     first_buffered = first;
                     RunOutcome::Buffered
@@ -347,7 +336,7 @@ async fn run(
     shared.report_run(&job, slot, fired_at, outcome.clone(), duration, Origin::Slot(&attempt));
     if job.overlap == Overlap::BufferOne && outcome.ran_here() {
         // The lock is released: a slot buffered from now on finds it free and starts itself.
-        overlap::run_buffered(&shared, &job, slot.timestamp_millis()).await;
+        buffer::run_buffered(&shared, &job, slot.timestamp_millis()).await;
     }
     outcome
 }
@@ -357,8 +346,8 @@ async fn run(
 async fn replace(shared: &Arc<Shared>, job: &Arc<JobEntry>, ctx: RunContext) -> RunOutcome {
     let Some(lock) = &job.lock else { return RunOutcome::SkippedHeld };
     let asked_at = Instant::now();
-    overlap::replace::request(shared, job, ctx.tick()).await;
-    let (_, wait) = overlap::replace::wait_options(&lock.options);
+    replace::request(shared, job, ctx.tick()).await;
+    let (_, wait) = replace::wait_options(&lock.options);
     tracing::info!(?wait, "the previous run still holds the lock: asked it to stop, waiting for the lock");
     let outcome = match run_locked(shared, job, ctx, Locking::Replacing).await {
         (Some(caught), lock_outcome) => classify(job, caught, lock_outcome),
@@ -566,7 +555,7 @@ async fn run_locked(
         }
         match replaced {
             Some((requests, slot, fresh)) => {
-                match overlap::replace::stop_when_replaced(requests, slot, fresh, func(ctx)).await {
+                match replace::stop_when_replaced(requests, slot, fresh, func(ctx)).await {
                     (_, true) => Err(Failure::Replaced),
                     (output, false) => output.map_err(Failure::Job),
                 }
@@ -581,10 +570,8 @@ async fn run_locked(
         Locking::Claimed(claimed) => (None, Some(claimed), lock),
         Locking::Free => (None, None, None),
         Locking::Replacing => {
-            let lock = lock.map(|lock| JobLock {
-                options: overlap::replace::wait_options(&lock.options).0,
-                key: lock.key,
-            });
+            let lock =
+                lock.map(|lock| JobLock { options: replace::wait_options(&lock.options).0, key: lock.key });
             (Some(true), None, lock)
         }
     };

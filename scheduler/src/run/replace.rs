@@ -1,4 +1,4 @@
-//! [`Overlap::Replace`](super::Overlap::Replace): a slot that finds the job's lock held asks the
+//! [`Overlap::Replace`](crate::overlap::Overlap::Replace): a slot that finds the job's lock held asks the
 //! running run to stop, at once on this replica and in the group's requests
 //! ([`replace_key`](crate::schema::replace_key), moved only forward) for the others, then
 //! waits for the lock. The request is announced on the group's channel; a replica running such
@@ -78,7 +78,9 @@ pub(crate) fn read<'a>(
 ) -> Vec<&'a Arc<JobEntry>> {
     let running: Vec<&Arc<JobEntry>> = jobs
         .iter()
-        .filter(|job| job.overlap == super::Overlap::Replace && job.running.load(Ordering::SeqCst) > 0)
+        .filter(|job| {
+            job.overlap == crate::overlap::Overlap::Replace && job.running.load(Ordering::SeqCst) > 0
+        })
         .collect();
     if !running.is_empty() {
         let cmd = pipe.cmd("ZMSCORE").arg(key);
