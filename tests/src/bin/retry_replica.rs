@@ -2,7 +2,7 @@
 //! the replicas of the retry tests (`tests/tests/scheduler_retry.rs`).
 //!
 //! Usage: `retry_replica <redis-url> <instance> <lock-key> <cron> <failing-attempts> <attempts>
-//! <base-delay-ms> <factor>`. Runs job `retry-job` on `<cron>` under `<lock-key>` with a retry
+//! <base-delay-ms> <factor> [<pause-after-failures>]`. Runs job `retry-job` on `<cron>` under `<lock-key>` with a retry
 //! policy of `<attempts>` attempts (no jitter); each attempt prints
 //! `attempt <tick> <n> <wall ms>`, then attempts up to `<failing-attempts>` print
 //! `failing <tick> <n> <wall ms>` and return an error, later ones print
@@ -17,10 +17,14 @@ use lock_scheduler::{Job, RetryPolicy, Scheduler};
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, url, instance, key, cron, failing, attempts, base_ms, factor] = args.as_slice() else {
+    let (args, pause_after) = match args.as_slice() {
+        [rest @ .., pause] if rest.len() == 9 => (rest, Some(pause.parse::<u32>()?)),
+        all => (all, None),
+    };
+    let [_, url, instance, key, cron, failing, attempts, base_ms, factor] = args else {
         anyhow::bail!(
             "usage: retry_replica <redis-url> <instance> <lock-key> <cron> <failing-attempts> <attempts> \
-             <base-delay-ms> <factor>"
+             <base-delay-ms> <factor> [<pause-after-failures>]"
         );
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -49,6 +53,11 @@ async fn main() -> anyhow::Result<()> {
     })
     .lock(key.as_str())
     .retry(policy);
+    // Pauses itself after that many slots failed for good in a row, if asked.
+    let job = match pause_after {
+        Some(n) => job.pause_after_failures(n),
+        None => job,
+    };
     let scheduler = Scheduler::builder().client(client).job(job).build()?;
     scheduler.run_until_signal().await?;
     Ok(())
