@@ -168,11 +168,13 @@ async fn kill_9_of_the_replica_waiting_to_retry_hands_the_retry_to_another_repli
         replicas.lines()
     );
     let (victim, _, tick, _, failed_at) = replicas.find("failing", None, 1).expect("failing");
-    // Killed during the backoff: once the retry is in Redis, before it is due.
+    // Killed during the backoff, waiting: once the retry is in Redis and the failed attempt in
+    // the history (written a few ms after the retry, which goes first so that a crash in
+    // between loses the entry, never the retry), before the retry is due.
     let member = schema::retry_member("retry-job", tick, 2);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-    while !pending_members(&client).await.contains(&member) {
-        assert!(tokio::time::Instant::now() < deadline, "the retry is not pending in Redis");
+    while !pending_members(&client).await.contains(&member) || history_of(&client, tick).await.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "the retry is not pending in Redis, or not recorded");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(Utc::now().timestamp_millis() < failed_at + 3000, "killed before the retry was due");
