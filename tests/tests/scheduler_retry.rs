@@ -194,7 +194,13 @@ async fn kill_9_of_the_replica_waiting_to_retry_hands_the_retry_to_another_repli
         second.0
     );
     assert!((3000..=3000 + LATE_TOLERANCE_MS).contains(&gap), "attempt 2 started {gap} ms after the failure");
-    let history = history_of(&client, tick).await;
+    // The run prints before its history entry is written (a few ms later, batched).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut history = history_of(&client, tick).await;
+    while history.len() < 2 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        history = history_of(&client, tick).await;
+    }
     let summary: Vec<(Option<u32>, &str, String)> =
         history.iter().map(|e| (e.attempt, e.outcome.as_str(), e.instance.clone())).collect();
     assert_eq!(
