@@ -330,7 +330,7 @@ impl Core {
             && sent.generation().is_some()
             && sent_at.elapsed() < shortest / 2
         {
-            tracing::debug!(error = %crate::ErrorChain(e), claims = items.len(), "a batched claim's reply was lost; sending it again with the same tokens");
+            tracing::debug!(error = %crate::error::ErrorChain(e), claims = items.len(), "a batched claim's reply was lost; sending it again with the same tokens");
             let again_at = Instant::now();
             for cleanup in &mut cleanups {
                 cleanup.sent_again(again_at, again);
