@@ -11,8 +11,8 @@ use lock_scheduler::control;
 use serde_json::{Value, json};
 
 use crate::Console;
-use crate::audit::Caller;
-use crate::auth::authorize;
+use crate::access::audit::Caller;
+use crate::access::auth::authorize;
 use crate::error::ApiError;
 use crate::json;
 use crate::view::{self, LockQuery};

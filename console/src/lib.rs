@@ -45,19 +45,14 @@
 // The OpenAPI document is one `json!` literal, nested deeper than the default limit allows.
 #![recursion_limit = "256"]
 
+mod access;
 mod api;
-mod attempts;
-mod audit;
-mod auth;
-mod busy;
 mod error;
-mod host;
 pub mod json;
 mod openapi;
 mod page;
 mod serve;
 mod snapshot;
-mod token;
 mod view;
 
 use std::fmt;
@@ -68,9 +63,9 @@ use axum::Router;
 use axum::routing::{get, post};
 use lock_core::LockClient;
 
+pub use access::token::{DEFAULT_TOKEN_NAME, MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN, token_problem};
 pub use error::ConsoleError;
 pub use serve::{ServeOptions, serve};
-pub use token::{DEFAULT_TOKEN_NAME, MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN, token_problem};
 
 /// Requests served at once by default.
 const DEFAULT_MAX_REQUESTS: usize = 32;
@@ -86,14 +81,14 @@ pub struct Console {
 struct Inner {
     client: LockClient,
     /// The action tokens, each with the name the history records for its actions.
-    tokens: Vec<token::NamedToken>,
+    tokens: Vec<access::token::NamedToken>,
     read_only: bool,
     lock_pattern: String,
     /// Host names allowed besides loopback, lower case; `None`: any host (the check is off).
     allowed_hosts: Option<Vec<String>>,
     reads_need_token: bool,
     /// Refused tokens per client address, shared by every clone of the console.
-    attempts: Arc<attempts::FailedAttempts>,
+    attempts: Arc<access::attempts::FailedAttempts>,
     /// How often and how much the shared snapshot reads.
     budget: snapshot::Budget,
     /// The shared snapshot of what the overview, jobs and replicas show.
@@ -116,7 +111,7 @@ impl Console {
                 lock_pattern: "*".into(),
                 allowed_hosts: Some(Vec::new()),
                 reads_need_token: false,
-                attempts: Arc::new(attempts::FailedAttempts::default()),
+                attempts: Arc::new(access::attempts::FailedAttempts::default()),
                 budget: snapshot::Budget::default(),
                 snapshot: Arc::new(snapshot::Shared::default()),
                 requests: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_REQUESTS)),
@@ -129,7 +124,7 @@ impl Console {
     /// it is weak (see [`token_problem`]) or contains whitespace or control characters (it
     /// travels in a header).
     pub fn token(self, token: impl Into<String>) -> Result<Self, ConsoleError> {
-        let named = token::NamedToken::new(DEFAULT_TOKEN_NAME, token.into())?;
+        let named = access::token::NamedToken::new(DEFAULT_TOKEN_NAME, token.into())?;
         Ok(self.with(|inner| inner.tokens = vec![named]))
     }
 
@@ -141,7 +136,7 @@ impl Console {
         name: impl Into<String>,
         token: impl Into<String>,
     ) -> Result<Self, ConsoleError> {
-        let named = token::NamedToken::new(&name.into(), token.into())?;
+        let named = access::token::NamedToken::new(&name.into(), token.into())?;
         if let Some(clash) = self.inner.tokens.iter().find(|t| t.name == named.name || t.same_secret(&named))
         {
             return Err(ConsoleError::DuplicateToken(format!(
@@ -169,7 +164,7 @@ impl Console {
     /// forwards. Loopback hosts are always allowed. Errors on a name with a port, a scheme, a
     /// path or characters no host name has.
     pub fn allow_host(self, name: impl AsRef<str>) -> Result<Self, ConsoleError> {
-        let name = host::normalize_allowed(name.as_ref())?;
+        let name = access::host::normalize_allowed(name.as_ref())?;
         Ok(self.with(|inner| {
             if let Some(hosts) = &mut inner.allowed_hosts {
                 hosts.push(name);
@@ -194,7 +189,7 @@ impl Console {
     /// that address is refused with 429 until the window ends (default: 5 a minute). Behind a
     /// proxy every client shares the proxy's address. Errors if `max` is 0 or `window` zero.
     pub fn failed_token_limit(self, max: u32, window: Duration) -> Result<Self, ConsoleError> {
-        let attempts = attempts::FailedAttempts::new(max, window)?;
+        let attempts = access::attempts::FailedAttempts::new(max, window)?;
         Ok(self.with(|inner| inner.attempts = Arc::new(attempts)))
     }
 
@@ -263,14 +258,14 @@ impl Console {
     pub fn router(&self) -> Router {
         Router::new()
             .route("/healthz", get(api::healthz))
-            .route("/", get(page::overview))
-            .route("/locks", get(page::locks))
-            .route("/locks/{key}", get(page::lock))
-            .route("/jobs", get(page::jobs))
-            .route("/jobs/{name}", get(page::job))
-            .route("/replicas", get(page::replicas))
-            .route("/console.js", get(page::script))
-            .route("/console.css", get(page::style))
+            .route("/", get(page::overview::overview))
+            .route("/locks", get(page::locks::locks))
+            .route("/locks/{key}", get(page::lock::lock))
+            .route("/jobs", get(page::jobs::jobs))
+            .route("/jobs/{name}", get(page::job::job))
+            .route("/replicas", get(page::replicas::replicas))
+            .route("/console.js", get(page::assets::script))
+            .route("/console.css", get(page::assets::style))
             .route("/api/openapi.json", get(openapi::document))
             .route("/api/locks", get(api::locks))
             .route("/api/locks/{key}", get(api::lock).delete(api::unlock))
@@ -281,14 +276,14 @@ impl Console {
             .route("/api/jobs/{name}/run", post(api::run))
             .route("/api/replicas", get(api::replicas))
             .route("/api/{*rest}", get(api::not_found).post(api::not_found).delete(api::not_found))
-            .fallback(page::not_found)
+            .fallback(page::assets::not_found)
             .method_not_allowed_fallback(api::method_not_allowed)
             // Outermost last: headers on every response, then the host check, the limit on
             // requests in flight, then reads.
-            .layer(axum::middleware::from_fn_with_state(self.clone(), auth::reads))
-            .layer(axum::middleware::from_fn_with_state(self.clone(), busy::admit))
-            .layer(axum::middleware::from_fn_with_state(self.clone(), host::check))
-            .layer(axum::middleware::from_fn(auth::security_headers))
+            .layer(axum::middleware::from_fn_with_state(self.clone(), access::auth::reads))
+            .layer(axum::middleware::from_fn_with_state(self.clone(), access::busy::admit))
+            .layer(axum::middleware::from_fn_with_state(self.clone(), access::host::check))
+            .layer(axum::middleware::from_fn(access::auth::security_headers))
             .with_state(self.clone())
     }
 }

@@ -12,9 +12,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::Console;
-use crate::audit::{self, Action, Caller};
+use crate::access::audit::{self, Action, Caller};
+use crate::access::token::{NamedToken, fingerprint};
 use crate::error::ApiError;
-use crate::token::{NamedToken, fingerprint};
 
 /// Checks that `caller` may run the action `kind` on `target`; the accepted [`Action`] names
 /// the token's owner. A refusal is logged before it is returned.
