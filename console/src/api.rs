@@ -72,7 +72,7 @@ pub(crate) async fn unlock(
     query: Params,
 ) -> Reply {
     let key = segment(key)?;
-    let action = authorize(&console, &caller, "unlock", &key)?;
+    let mut action = authorize(&console, &caller, "unlock", &key)?;
     let result = async {
         view::check_text("key", &key)?;
         let query = params(query)?;
@@ -80,7 +80,10 @@ pub(crate) async fn unlock(
         if let Some(token) = query.get("token") {
             view::check_text("token", token)?;
             let released = client.force_release(&key, token).await?;
-            return Ok(Json(json!({ "key": key, "released": released, "holder": token })));
+            return Ok((
+                Json(json!({ "key": key, "released": released, "holder": token })),
+                released.then(|| token.clone()),
+            ));
         }
         let info = client.inspect(&key).await?;
         if !info.holders.is_empty() {
@@ -96,9 +99,16 @@ pub(crate) async fn unlock(
         }
         let taken = client.force_unlock(&key).await?;
         let instance = taken.as_deref().and_then(lock_core::inspect::parse_token).and_then(|h| h.instance);
-        Ok(Json(json!({ "key": key, "released": taken.is_some(), "holder": taken, "instance": instance })))
+        let answer =
+            json!({ "key": key, "released": taken.is_some(), "holder": taken, "instance": instance });
+        Ok((Json(answer), taken))
     }
     .await;
+    let result = result.map(|(answer, released)| {
+        // The audit line names whom the lock was taken from (`none` when it was free already).
+        action.holder = Some(released.unwrap_or_else(|| "none".into()));
+        answer
+    });
     action.finish(changed(&console, result).await)
 }
 
@@ -127,8 +137,8 @@ pub(crate) async fn pause(State(console): State<Console>, caller: Caller, name: 
     let action = authorize(&console, &caller, "pause", &name)?;
     let result = async {
         let job = view::job(console.client(), &name).await?;
-        control::pause_by(console.client(), &job.name, &action.actor).await?;
-        Ok(Json(json!({ "job": job.name, "paused": true, "by": action.actor })))
+        let was_paused = control::pause_by(console.client(), &job.name, &action.actor).await?;
+        Ok(Json(json!({ "job": job.name, "paused": true, "was_paused": was_paused, "by": action.actor })))
     }
     .await;
     action.finish(changed(&console, result).await)
