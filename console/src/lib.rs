@@ -19,7 +19,8 @@
 //! - **Reads** (`GET`: the pages, `/api/locks`, `/api/jobs`, `/api/replicas`, ...) are open to
 //!   whoever passes the host check, unless [`Console::require_token_for_reads`] asks for the
 //!   bearer token on them too.
-//! - **Actions** (`DELETE /api/locks/{key}`, `POST /api/jobs/{name}/pause|resume|run`) need
+//! - **Actions** (`DELETE /api/locks/{key}`, `POST /api/jobs/{name}/pause|resume|run|backfill`,
+//!   `POST /api/jobs/{name}/runs/{id}/retry`) need
 //!   `Authorization: Bearer <token>` (the scheme in any case) with an admin token: 401 without
 //!   it (or with a wrong one), 403 `forbidden` with a token that may only read
 //!   ([`Console::read_token`]), 403 in read-only mode or when no token is configured. Refused
@@ -57,6 +58,7 @@ mod error;
 pub mod json;
 mod openapi;
 mod page;
+mod runs;
 mod serve;
 mod snapshot;
 mod view;
@@ -103,6 +105,8 @@ struct Inner {
     snapshot: Arc<snapshot::Shared>,
     /// Requests being served, at most its permits; beyond it, 429.
     requests: Arc<tokio::sync::Semaphore>,
+    /// Jobs' whole histories, kept briefly for the counts over time and a run's slot.
+    retained: Arc<runs::retained::Retained>,
 }
 
 impl Console {
@@ -125,6 +129,7 @@ impl Console {
                 budget: snapshot::Budget::default(),
                 snapshot: Arc::new(snapshot::Shared::default()),
                 requests: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_REQUESTS)),
+                retained: Arc::default(),
             }),
         }
     }
@@ -304,6 +309,7 @@ impl Console {
             .route("/locks/{key}", get(page::lock::lock))
             .route("/jobs", get(page::jobs::jobs))
             .route("/jobs/{name}", get(page::job::job))
+            .route("/jobs/{name}/runs/{id}", get(page::run::run))
             .route("/replicas", get(page::replicas::replicas))
             .route("/console.js", get(page::assets::script))
             .route("/console.css", get(page::assets::style))
@@ -311,7 +317,11 @@ impl Console {
             .route("/api/locks", get(api::locks))
             .route("/api/locks/{key}", get(api::lock).delete(api::unlock))
             .route("/api/jobs", get(api::jobs))
-            .route("/api/jobs/{name}/history", get(api::history))
+            .route("/api/jobs/{name}/history", get(runs::api::history))
+            .route("/api/jobs/{name}/stats", get(runs::api::stats))
+            .route("/api/jobs/{name}/runs/{id}", get(runs::api::run))
+            .route("/api/jobs/{name}/runs/{id}/retry", post(runs::api::retry))
+            .route("/api/jobs/{name}/backfill", post(runs::api::backfill))
             .route("/api/jobs/{name}/pause", post(api::pause))
             .route("/api/jobs/{name}/resume", post(api::resume))
             .route("/api/jobs/{name}/run", post(api::run))

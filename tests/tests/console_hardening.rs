@@ -489,6 +489,27 @@ async fn roles_weak_tokens_and_what_actions_say() {
     for _ in 0..10 {
         assert_eq!(with_token(addr, "POST", "/api/jobs/roles-job/pause", reader).await.status, 403);
     }
+    // Retry and backfill are actions like the others: refused to the reader, audited either way.
+    let backfill = "/api/jobs/roles-job/backfill?from=2026-01-01T00:00&to=2026-01-01T01:00";
+    assert_eq!(with_token(addr, "POST", backfill, reader).await.status, 403);
+    let unknown = with_token(addr, "POST", backfill, admin).await;
+    assert_eq!((unknown.status, unknown.error_code().as_str()), (404, "unknown_job"), "{}", unknown.body);
+    let retry = with_token(addr, "POST", "/api/jobs/roles-job/runs/1-0/retry", admin).await;
+    assert_eq!((retry.status, retry.error_code().as_str()), (404, "unknown_run"), "{}", retry.body);
+    for (line, outcome) in [
+        ("console request refused", "outcome=\"forbidden\""),
+        ("console action failed", "outcome=\"unknown_job\""),
+    ] {
+        assert_eq!(
+            log_lines(&[line, "action=\"backfill\"", "roles-job", outcome]).len(),
+            1,
+            "{line} {outcome}"
+        );
+    }
+    assert_eq!(
+        log_lines(&["console action failed", "action=\"retry\"", "roles-job run 1-0", "unknown_run"]).len(),
+        1
+    );
     // Pause says whether the job was paused already.
     let first = with_token(addr, "POST", "/api/jobs/roles-job/pause", admin).await;
     assert_eq!((first.status, first.json()["was_paused"].clone()), (200, false.into()), "{}", first.body);

@@ -63,7 +63,10 @@ pub(crate) fn layout(console: &Console, base: &Base, title: &str, active: &str, 
          <link rel=\"stylesheet\" href=\"{root}console.css\"><script src=\"{root}console.js\" defer></script></head>\
          <body data-root=\"{root}\" data-refresh-ms=\"{refresh_ms}\"><header><strong>lock console</strong><nav>{nav}</nav>{actions}</header>\
          <p id=\"status\" role=\"status\"></p><p id=\"stale\" class=\"stale\" role=\"alert\" hidden></p><main>{body}</main>\
-         <footer>Updates every {REFRESH_SECS} s in the background (paused while you type) · read at <span id=\"read-at\">{now}</span></footer></body></html>\n",
+         <dialog id=\"confirm\" aria-labelledby=\"confirm-question\"><p id=\"confirm-question\"></p>\
+         <p class=\"choices\"><button type=\"button\" class=\"cancel\" value=\"cancel\">Cancel</button> \
+         <button type=\"button\" class=\"confirm\" value=\"confirm\">Confirm</button></p></dialog>\
+         <footer>Updates every {REFRESH_SECS} s in the background (paused while you type or select text) · read at <span id=\"read-at\">{now}</span></footer></body></html>\n",
         refresh_ms = REFRESH_SECS * 1000,
         title = esc(title),
         now = Utc::now().format("%H:%M:%S UTC"),

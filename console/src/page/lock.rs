@@ -10,7 +10,7 @@ use lock_core::inspect::LockKind;
 use crate::Console;
 use crate::api::{Segment, segment};
 use crate::error::ApiError;
-use crate::page::buttons::{Action, button};
+use crate::page::buttons::{Effect, button};
 use crate::page::layout::{Base, error_page, layout};
 use crate::page::text::{esc, ms, seg, time};
 use crate::view;
@@ -82,7 +82,7 @@ pub(crate) async fn lock(State(console): State<Console>, base: Base, key: Segmen
                 "DELETE",
                 &format!("{}/api/locks/{}{query}", base.0, seg(&info.key)),
                 "Unlock",
-                Action { kind: "unlock", name: &info.key },
+                Effect { kind: "unlock", name: &info.key },
                 Some(&format!(
                     "Force-release this {role} of {}? It is not told and may still write.",
                     info.key

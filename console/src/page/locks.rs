@@ -9,7 +9,7 @@ use lock_core::inspect::LockKind;
 use crate::Console;
 use crate::api::{Params, lock_query};
 use crate::error::ApiError;
-use crate::page::buttons::{Action, button};
+use crate::page::buttons::{Effect, button};
 use crate::page::layout::{Base, error_page, layout};
 use crate::page::text::{esc, ms, seg};
 use crate::view;
@@ -61,7 +61,7 @@ pub(crate) async fn locks(State(console): State<Console>, base: Base, query: Par
                     "DELETE",
                     &format!("{}/api/locks/{}{token}", base.0, seg(&lock.key)),
                     "Unlock",
-                    Action { kind: "unlock", name: &lock.key },
+                    Effect { kind: "unlock", name: &lock.key },
                     Some(&format!("Force-release {}? Its holder is not told and may still write.", lock.key)),
                 )
             };

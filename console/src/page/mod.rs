@@ -5,11 +5,13 @@
 //! console are relative, so the router can be mounted anywhere.
 //!
 //! One module per page; what they share: [`layout`] (the frame, the mount prefix), [`text`]
-//! (escaping and formats), [`buttons`] (the action buttons), [`chart`] (a job's runs).
+//! (escaping and formats), [`buttons`] (the action buttons), [`chart`] (a job's runs),
+//! [`counts`] (its runs over time).
 
 pub(crate) mod assets;
 pub(crate) mod buttons;
 pub(crate) mod chart;
+pub(crate) mod counts;
 pub(crate) mod job;
 pub(crate) mod jobs;
 pub(crate) mod layout;
@@ -17,4 +19,5 @@ pub(crate) mod lock;
 pub(crate) mod locks;
 pub(crate) mod overview;
 pub(crate) mod replicas;
+pub(crate) mod run;
 pub(crate) mod text;
