@@ -277,9 +277,9 @@ impl Console {
         Console { inner: Arc::new(inner) }
     }
 
-    /// Whether actions can be allowed at all (a token is set and not read-only).
+    /// Whether actions can be allowed at all (an admin token is set and not read-only).
     pub fn actions_enabled(&self) -> bool {
-        !self.inner.tokens.is_empty() && !self.inner.read_only
+        self.inner.tokens.iter().any(|t| t.role == Role::Admin) && !self.inner.read_only
     }
 
     pub(crate) fn client(&self) -> &LockClient {

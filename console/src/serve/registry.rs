@@ -15,7 +15,7 @@
 //! 3. then one that never sent a whole request before one idle between requests;
 //! 4. then the one idle the longest (a new connection is the last to go).
 //!
-//! Choosing costs a sort of the connections and a peek (one system call) per connection
+//! Choosing costs a scan of the connections and a peek (one system call) per connection
 //! looked at, most often one.
 
 use std::collections::HashMap;
@@ -97,10 +97,11 @@ impl Registry {
                 (*id, key)
             })
             .collect();
-        // Most valuable last: pop from the end is the next to consider.
-        candidates.sort_by_key(|c| c.1);
         let victim = loop {
-            let (id, _) = candidates.pop()?;
+            // The least valuable left (a scan, not a sort: most often the first one looked at
+            // is the one closed).
+            let worst = candidates.iter().enumerate().max_by_key(|(_, (_, key))| *key).map(|(i, _)| i)?;
+            let (id, _) = candidates.swap_remove(worst);
             let Some(connection) = self.connections.get(&id) else { continue };
             // A client that is gone (or a socket that failed) is as good a victim as an idle one.
             let state = connection.stream.upgrade().map_or(Pending::Gone, |s| pending(&s));
