@@ -11,8 +11,8 @@ use lock_scheduler::control;
 use serde_json::{Value, json};
 
 use crate::Console;
-use crate::audit::Caller;
-use crate::auth::authorize;
+use crate::access::audit::Caller;
+use crate::access::auth::authorize;
 use crate::error::ApiError;
 use crate::json;
 use crate::view::{self, LockQuery};
@@ -72,7 +72,7 @@ pub(crate) async fn unlock(
     query: Params,
 ) -> Reply {
     let key = segment(key)?;
-    let action = authorize(&console, &caller, "unlock", &key)?;
+    let mut action = authorize(&console, &caller, "unlock", &key)?;
     let result = async {
         view::check_text("key", &key)?;
         let query = params(query)?;
@@ -80,7 +80,10 @@ pub(crate) async fn unlock(
         if let Some(token) = query.get("token") {
             view::check_text("token", token)?;
             let released = client.force_release(&key, token).await?;
-            return Ok(Json(json!({ "key": key, "released": released, "holder": token })));
+            return Ok((
+                Json(json!({ "key": key, "released": released, "holder": token })),
+                released.then(|| token.clone()),
+            ));
         }
         let info = client.inspect(&key).await?;
         if !info.holders.is_empty() {
@@ -96,9 +99,16 @@ pub(crate) async fn unlock(
         }
         let taken = client.force_unlock(&key).await?;
         let instance = taken.as_deref().and_then(lock_core::inspect::parse_token).and_then(|h| h.instance);
-        Ok(Json(json!({ "key": key, "released": taken.is_some(), "holder": taken, "instance": instance })))
+        let answer =
+            json!({ "key": key, "released": taken.is_some(), "holder": taken, "instance": instance });
+        Ok((Json(answer), taken))
     }
     .await;
+    let result = result.map(|(answer, released)| {
+        // The audit line names whom the lock was taken from (`none` when it was free already).
+        action.holder = Some(released.unwrap_or_else(|| "none".into()));
+        answer
+    });
     action.finish(changed(&console, result).await)
 }
 
@@ -112,23 +122,14 @@ pub(crate) async fn jobs(State(console): State<Console>) -> Reply {
     })))
 }
 
-/// `GET /api/jobs/{name}/history?n=100`
-pub(crate) async fn history(State(console): State<Console>, name: Segment, query: Params) -> Reply {
-    let name = segment(name)?;
-    let n = view::history_len(params(query)?.get("n").map(String::as_str))?;
-    let job = view::job(console.client(), &name).await?;
-    let runs = control::history(console.client(), &job.name, n).await?;
-    Ok(Json(json!({ "job": job.name, "runs": runs.iter().map(json::history_entry).collect::<Vec<_>>() })))
-}
-
 /// `POST /api/jobs/{name}/pause`
 pub(crate) async fn pause(State(console): State<Console>, caller: Caller, name: Segment) -> Reply {
     let name = segment(name)?;
     let action = authorize(&console, &caller, "pause", &name)?;
     let result = async {
         let job = view::job(console.client(), &name).await?;
-        control::pause_by(console.client(), &job.name, &action.actor).await?;
-        Ok(Json(json!({ "job": job.name, "paused": true, "by": action.actor })))
+        let was_paused = control::pause_by(console.client(), &job.name, &action.actor).await?;
+        Ok(Json(json!({ "job": job.name, "paused": true, "was_paused": was_paused, "by": action.actor })))
     }
     .await;
     action.finish(changed(&console, result).await)
@@ -147,7 +148,9 @@ pub(crate) async fn resume(State(console): State<Console>, caller: Caller, name:
     action.finish(changed(&console, result).await)
 }
 
-/// `POST /api/jobs/{name}/run`: one live replica runs the job once, now.
+/// `POST /api/jobs/{name}/run`: one live replica runs the job once, now. With an
+/// `Idempotency-Key` header, once per key: the same key again (a double click, a retried
+/// request) answers with the first request (`replayed: true`) and runs nothing more.
 pub(crate) async fn run(
     State(console): State<Console>,
     caller: Caller,
@@ -156,11 +159,35 @@ pub(crate) async fn run(
     let name = segment(name)?;
     let action = authorize(&console, &caller, "run", &name)?;
     let result = async {
-        let request = control::run_now(console.client(), &name, &action.actor).await?;
-        Ok((StatusCode::ACCEPTED, Json(json::run_request(&request))))
+        let key = idempotency_key(&caller.headers)?;
+        let (request, replayed) = match key {
+            Some(key) => {
+                let once = control::run_now_once(console.client(), &name, &action.actor, key).await?;
+                (once.request, once.replayed)
+            }
+            None => (control::run_now(console.client(), &name, &action.actor).await?, false),
+        };
+        let mut answer = json::run_request(&request);
+        answer["replayed"] = json!(replayed);
+        Ok((StatusCode::ACCEPTED, Json(answer)))
     }
     .await;
     action.finish(changed(&console, result).await)
+}
+
+/// The request's `Idempotency-Key` header, if it has one (checked by the scheduler's rule).
+fn idempotency_key(headers: &axum::http::HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(value) = headers.get("idempotency-key") else { return Ok(None) };
+    let key = value.to_str().map_err(|_| {
+        ApiError::bad_request(
+            "invalid_argument",
+            "the Idempotency-Key header must be letters, digits and `-_.:`",
+        )
+    })?;
+    if let Some(problem) = lock_scheduler::schema::idempotency_key_problem(key) {
+        return Err(ApiError::bad_request("invalid_argument", problem));
+    }
+    Ok(Some(key))
 }
 
 /// `GET /api/replicas`: from the shared snapshot.
@@ -174,7 +201,7 @@ pub(crate) async fn replicas(State(console): State<Console>) -> Reply {
 }
 
 /// After an action that succeeded, the pages must show its effect: the next view reads anew.
-async fn changed<T>(console: &Console, result: Result<T, ApiError>) -> Result<T, ApiError> {
+pub(crate) async fn changed<T>(console: &Console, result: Result<T, ApiError>) -> Result<T, ApiError> {
     if result.is_ok() {
         console.inner.snapshot.invalidate().await;
     }

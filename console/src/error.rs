@@ -83,6 +83,8 @@ impl From<ControlError> for ApiError {
             ControlError::NoLiveReplica { .. } => (StatusCode::CONFLICT, "no_live_replica"),
             ControlError::RunPending { .. } => (StatusCode::CONFLICT, "run_pending"),
             ControlError::NotTaken { .. } => (StatusCode::SERVICE_UNAVAILABLE, "not_taken"),
+            ControlError::InvalidBackfill { .. } => (StatusCode::BAD_REQUEST, "invalid_backfill"),
+            ControlError::InvalidArgument { .. } => (StatusCode::BAD_REQUEST, "invalid_argument"),
             _ => (StatusCode::SERVICE_UNAVAILABLE, "redis_unavailable"),
         };
         ApiError::new(status, code, message)

@@ -19,16 +19,22 @@
 //! - **Reads** (`GET`: the pages, `/api/locks`, `/api/jobs`, `/api/replicas`, ...) are open to
 //!   whoever passes the host check, unless [`Console::require_token_for_reads`] asks for the
 //!   bearer token on them too.
-//! - **Actions** (`DELETE /api/locks/{key}`, `POST /api/jobs/{name}/pause|resume|run`) need
-//!   `Authorization: Bearer <token>` (the scheme in any case): 401 without it (or with a wrong
-//!   one), 429 after too many refused tokens from one address, 403 in read-only mode or when
-//!   no token is configured. A cross-site request is refused (403) before anything else: the
-//!   browser's `Sec-Fetch-Site` and `Origin` must say same origin, and a page of another site
-//!   cannot attach the `Authorization` header without a CORS preflight, which the console
-//!   never answers. Each token has a name ([`Console::named_token`]): the history and the pause
-//!   flag say who acted, and every action and every refused token is logged through `tracing`
-//!   (target `lock_console::audit`) with the client's address, the token's fingerprint and the
-//!   outcome.
+//! - **Actions** (`DELETE /api/locks/{key}`, `POST /api/jobs/{name}/pause|resume|run|backfill`,
+//!   `POST /api/jobs/{name}/runs/{id}/retry`) need
+//!   `Authorization: Bearer <token>` (the scheme in any case) with an admin token: 401 without
+//!   it (or with a wrong one), 403 `forbidden` with a token that may only read
+//!   ([`Console::read_token`]), 403 in read-only mode or when no token is configured. Refused
+//!   tokens are limited per client address and from all addresses together (429 past either,
+//!   [`Console::failed_token_limit`], [`Console::failed_token_budget`]); a correct token is
+//!   accepted whatever others sent, so guessers cannot lock operators out, and a token too easy
+//!   to guess is refused when the console is configured ([`token_problem`]). A cross-site
+//!   request is refused (403) before anything else: the browser's `Sec-Fetch-Site` and
+//!   `Origin` must say same origin, and a page of another site cannot attach the
+//!   `Authorization` header without a CORS preflight, which the console never answers. Each
+//!   token has a name ([`Console::named_token`]): the history and the pause flag say who acted,
+//!   and every action and every refused token is logged through `tracing` (target
+//!   `lock_console::audit`) with the client's address, the token's fingerprint and the outcome
+//!   (an unlock also with the holder it released).
 //! - **Only locks**: the lock endpoints read and release only keys that are locks, semaphores
 //!   or read-write locks by the protocol's markers; any other key is 404 `not_a_lock`, and its
 //!   value is never shown.
@@ -37,27 +43,24 @@
 //!   503. No response, page or log line holds the Redis URL or its password.
 //!
 //! [`serve`] runs the router on a listener with a header-read timeout (a half-sent or idle
-//! connection is closed) and a shutdown that ends within a bound even with connections left
-//! half open; `lockctl serve` uses it.
+//! connection is closed), caps on connections that half-open connections cannot hold shut (a
+//! new connection takes the place of the least valuable one), and a shutdown that ends within
+//! a bound even with connections left half open; `lockctl serve` uses it.
 //!
 //! The API is described by an OpenAPI 3.1 document at `GET /api/openapi.json`.
 
 // The OpenAPI document is one `json!` literal, nested deeper than the default limit allows.
 #![recursion_limit = "256"]
 
+mod access;
 mod api;
-mod attempts;
-mod audit;
-mod auth;
-mod busy;
 mod error;
-mod host;
 pub mod json;
 mod openapi;
 mod page;
+mod runs;
 mod serve;
 mod snapshot;
-mod token;
 mod view;
 
 use std::fmt;
@@ -68,9 +71,11 @@ use axum::Router;
 use axum::routing::{get, post};
 use lock_core::LockClient;
 
+pub use access::token::{
+    DEFAULT_TOKEN_NAME, MIN_TOKEN_DISTINCT, MIN_TOKEN_GUESSES_LOG10, MIN_TOKEN_LEN, Role, token_problem,
+};
 pub use error::ConsoleError;
 pub use serve::{ServeOptions, serve};
-pub use token::{DEFAULT_TOKEN_NAME, MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN, token_problem};
 
 /// Requests served at once by default.
 const DEFAULT_MAX_REQUESTS: usize = 32;
@@ -86,27 +91,31 @@ pub struct Console {
 struct Inner {
     client: LockClient,
     /// The action tokens, each with the name the history records for its actions.
-    tokens: Vec<token::NamedToken>,
+    tokens: Vec<access::token::NamedToken>,
     read_only: bool,
     lock_pattern: String,
     /// Host names allowed besides loopback, lower case; `None`: any host (the check is off).
     allowed_hosts: Option<Vec<String>>,
     reads_need_token: bool,
     /// Refused tokens per client address, shared by every clone of the console.
-    attempts: Arc<attempts::FailedAttempts>,
+    attempts: Arc<access::attempts::FailedAttempts>,
     /// How often and how much the shared snapshot reads.
     budget: snapshot::Budget,
     /// The shared snapshot of what the overview, jobs and replicas show.
     snapshot: Arc<snapshot::Shared>,
     /// Requests being served, at most its permits; beyond it, 429.
     requests: Arc<tokio::sync::Semaphore>,
+    /// Jobs' whole histories, kept briefly for the counts over time and a run's slot.
+    retained: Arc<runs::retained::Retained>,
 }
 
 impl Console {
     /// A console over `client`, with no action token (actions are refused until
     /// [`token`](Self::token) sets one), `*` as the locks page's default pattern, answering
-    /// only for loopback hosts, open reads, and at most 5 refused tokens per client address a
-    /// minute (see [`failed_token_limit`](Self::failed_token_limit)).
+    /// only for loopback hosts, open reads, and 401 for at most 5 refused tokens per client
+    /// address a minute and 100 from all addresses, 429 beyond (see
+    /// [`failed_token_limit`](Self::failed_token_limit) and
+    /// [`failed_token_budget`](Self::failed_token_budget)).
     pub fn new(client: LockClient) -> Self {
         Console {
             inner: Arc::new(Inner {
@@ -116,10 +125,11 @@ impl Console {
                 lock_pattern: "*".into(),
                 allowed_hosts: Some(Vec::new()),
                 reads_need_token: false,
-                attempts: Arc::new(attempts::FailedAttempts::default()),
+                attempts: Arc::new(access::attempts::FailedAttempts::default()),
                 budget: snapshot::Budget::default(),
                 snapshot: Arc::new(snapshot::Shared::default()),
                 requests: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_REQUESTS)),
+                retained: Arc::default(),
             }),
         }
     }
@@ -129,19 +139,39 @@ impl Console {
     /// it is weak (see [`token_problem`]) or contains whitespace or control characters (it
     /// travels in a header).
     pub fn token(self, token: impl Into<String>) -> Result<Self, ConsoleError> {
-        let named = token::NamedToken::new(DEFAULT_TOKEN_NAME, token.into())?;
+        let named = access::token::NamedToken::new(DEFAULT_TOKEN_NAME, token.into(), Role::Admin)?;
         Ok(self.with(|inner| inner.tokens = vec![named]))
     }
 
-    /// Adds a token named `name`: an action presenting it is recorded as done by `name` (in
-    /// the history, the pause flag and the audit log). Names are 1 to 64 letters, digits and
-    /// `.-_@`; two tokens may share neither a name nor a value.
+    /// Adds an admin token named `name`: an action presenting it is recorded as done by `name`
+    /// (in the history, the pause flag and the audit log). Names are 1 to 64 letters, digits
+    /// and `.-_@`; two tokens may share neither a name nor a value. Errors as
+    /// [`token`](Self::token) does on a weak token.
     pub fn named_token(
         self,
         name: impl Into<String>,
         token: impl Into<String>,
     ) -> Result<Self, ConsoleError> {
-        let named = token::NamedToken::new(&name.into(), token.into())?;
+        self.token_with_role(name, token, Role::Admin)
+    }
+
+    /// Adds a token named `name` that may only read: with
+    /// [`require_token_for_reads`](Self::require_token_for_reads) it opens the pages and the
+    /// API's reads; every action presenting it is refused (403 `forbidden`) and audited. For
+    /// dashboards, scripts that collect, and people who look but do not act.
+    pub fn read_token(self, name: impl Into<String>, token: impl Into<String>) -> Result<Self, ConsoleError> {
+        self.token_with_role(name, token, Role::Read)
+    }
+
+    /// Adds a token named `name` with `role` (see [`named_token`](Self::named_token) and
+    /// [`read_token`](Self::read_token)).
+    pub fn token_with_role(
+        self,
+        name: impl Into<String>,
+        token: impl Into<String>,
+        role: Role,
+    ) -> Result<Self, ConsoleError> {
+        let named = access::token::NamedToken::new(&name.into(), token.into(), role)?;
         if let Some(clash) = self.inner.tokens.iter().find(|t| t.name == named.name || t.same_secret(&named))
         {
             return Err(ConsoleError::DuplicateToken(format!(
@@ -169,7 +199,7 @@ impl Console {
     /// forwards. Loopback hosts are always allowed. Errors on a name with a port, a scheme, a
     /// path or characters no host name has.
     pub fn allow_host(self, name: impl AsRef<str>) -> Result<Self, ConsoleError> {
-        let name = host::normalize_allowed(name.as_ref())?;
+        let name = access::host::normalize_allowed(name.as_ref())?;
         Ok(self.with(|inner| {
             if let Some(hosts) = &mut inner.allowed_hosts {
                 hosts.push(name);
@@ -190,11 +220,22 @@ impl Console {
         self.with(|inner| inner.reads_need_token = required)
     }
 
-    /// After `max` refused tokens from one client address within `window`, every action from
-    /// that address is refused with 429 until the window ends (default: 5 a minute). Behind a
-    /// proxy every client shares the proxy's address. Errors if `max` is 0 or `window` zero.
+    /// After `max` refused tokens from one client address within `window`, every further
+    /// refused token from that address gets 429 `too_many_attempts` (with `Retry-After`)
+    /// instead of 401 until the window ends (default: 5 a minute). A correct token is always
+    /// accepted: refusals never lock an operator out, even behind a proxy where every client
+    /// shares the proxy's address. Errors if `max` is 0 or `window` zero.
     pub fn failed_token_limit(self, max: u32, window: Duration) -> Result<Self, ConsoleError> {
-        let attempts = attempts::FailedAttempts::new(max, window)?;
+        let attempts = self.inner.attempts.with_address_limit(max, window)?;
+        Ok(self.with(|inner| inner.attempts = Arc::new(attempts)))
+    }
+
+    /// After `max` refused tokens from all client addresses together within `window`, every
+    /// further refused token gets 429 `too_many_attempts` until the window ends (default: 100 a
+    /// minute), however many addresses they come from. A correct token is always accepted.
+    /// Errors if `max` is 0 or `window` zero.
+    pub fn failed_token_budget(self, max: u32, window: Duration) -> Result<Self, ConsoleError> {
+        let attempts = self.inner.attempts.with_global_limit(max, window)?;
         Ok(self.with(|inner| inner.attempts = Arc::new(attempts)))
     }
 
@@ -236,9 +277,9 @@ impl Console {
         Console { inner: Arc::new(inner) }
     }
 
-    /// Whether actions can be allowed at all (a token is set and not read-only).
+    /// Whether actions can be allowed at all (an admin token is set and not read-only).
     pub fn actions_enabled(&self) -> bool {
-        !self.inner.tokens.is_empty() && !self.inner.read_only
+        self.inner.tokens.iter().any(|t| t.role == Role::Admin) && !self.inner.read_only
     }
 
     pub(crate) fn client(&self) -> &LockClient {
@@ -263,32 +304,37 @@ impl Console {
     pub fn router(&self) -> Router {
         Router::new()
             .route("/healthz", get(api::healthz))
-            .route("/", get(page::overview))
-            .route("/locks", get(page::locks))
-            .route("/locks/{key}", get(page::lock))
-            .route("/jobs", get(page::jobs))
-            .route("/jobs/{name}", get(page::job))
-            .route("/replicas", get(page::replicas))
-            .route("/console.js", get(page::script))
-            .route("/console.css", get(page::style))
+            .route("/", get(page::overview::overview))
+            .route("/locks", get(page::locks::locks))
+            .route("/locks/{key}", get(page::lock::lock))
+            .route("/jobs", get(page::jobs::jobs))
+            .route("/jobs/{name}", get(page::job::job))
+            .route("/jobs/{name}/runs/{id}", get(page::run::run))
+            .route("/replicas", get(page::replicas::replicas))
+            .route("/console.js", get(page::assets::script))
+            .route("/console.css", get(page::assets::style))
             .route("/api/openapi.json", get(openapi::document))
             .route("/api/locks", get(api::locks))
             .route("/api/locks/{key}", get(api::lock).delete(api::unlock))
             .route("/api/jobs", get(api::jobs))
-            .route("/api/jobs/{name}/history", get(api::history))
+            .route("/api/jobs/{name}/history", get(runs::api::history))
+            .route("/api/jobs/{name}/stats", get(runs::api::stats))
+            .route("/api/jobs/{name}/runs/{id}", get(runs::api::run))
+            .route("/api/jobs/{name}/runs/{id}/retry", post(runs::api::retry))
+            .route("/api/jobs/{name}/backfill", post(runs::api::backfill))
             .route("/api/jobs/{name}/pause", post(api::pause))
             .route("/api/jobs/{name}/resume", post(api::resume))
             .route("/api/jobs/{name}/run", post(api::run))
             .route("/api/replicas", get(api::replicas))
             .route("/api/{*rest}", get(api::not_found).post(api::not_found).delete(api::not_found))
-            .fallback(page::not_found)
+            .fallback(page::assets::not_found)
             .method_not_allowed_fallback(api::method_not_allowed)
             // Outermost last: headers on every response, then the host check, the limit on
             // requests in flight, then reads.
-            .layer(axum::middleware::from_fn_with_state(self.clone(), auth::reads))
-            .layer(axum::middleware::from_fn_with_state(self.clone(), busy::admit))
-            .layer(axum::middleware::from_fn_with_state(self.clone(), host::check))
-            .layer(axum::middleware::from_fn(auth::security_headers))
+            .layer(axum::middleware::from_fn_with_state(self.clone(), access::auth::reads))
+            .layer(axum::middleware::from_fn_with_state(self.clone(), access::busy::admit))
+            .layer(axum::middleware::from_fn_with_state(self.clone(), access::host::check))
+            .layer(axum::middleware::from_fn(access::auth::security_headers))
             .with_state(self.clone())
     }
 }
@@ -298,7 +344,15 @@ impl fmt::Debug for Console {
     // password.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Console")
-            .field("tokens", &self.inner.tokens.iter().map(|t| t.name.as_str()).collect::<Vec<_>>())
+            .field(
+                "tokens",
+                &self
+                    .inner
+                    .tokens
+                    .iter()
+                    .map(|t| format!("{} ({})", t.name, t.role.as_str()))
+                    .collect::<Vec<_>>(),
+            )
             .field("read_only", &self.inner.read_only)
             .field("lock_pattern", &self.inner.lock_pattern)
             .field("allowed_hosts", &self.inner.allowed_hosts)

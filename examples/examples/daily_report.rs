@@ -101,7 +101,8 @@ struct Args {
     #[arg(long, value_name = "P")]
     metrics_port: Option<u16>,
     /// serve the admin console (web page and JSON API) on http://<listen>:P/; actions need
-    /// the token in LOCKCTL_ADMIN_TOKEN (without it, one is generated and printed)
+    /// the token in LOCKCTL_ADMIN_TOKEN (without it, one is generated and written to a file
+    /// only you can read, whose path is printed)
     #[arg(long, value_name = "P")]
     admin_port: Option<u16>,
     /// the address the metrics and the admin console listen on (default 127.0.0.1; in a pod,
@@ -263,8 +264,9 @@ fn serve_metrics(address: std::net::IpAddr, port: u16) -> anyhow::Result<()> {
 }
 
 /// Serves the admin console on `address` in the background, with the token from
-/// `LOCKCTL_ADMIN_TOKEN` or, without one, a random token it prints (a demo; a deployment
-/// sets its own).
+/// `LOCKCTL_ADMIN_TOKEN` or, without one, a random token it writes to a file only its user can
+/// read, and names the file (a demo; a deployment sets its own). A token is a secret: it goes
+/// neither to stdout nor to the logs, which terminals, CI and log collectors keep.
 async fn serve_console(
     client: LockClient,
     address: SocketAddr,
@@ -279,7 +281,11 @@ async fn serve_console(
             getrandom::fill(&mut bytes)
                 .map_err(|e| anyhow::anyhow!("no random source for the admin token: {e}"))?;
             let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            println!("[{who}] admin token (set LOCKCTL_ADMIN_TOKEN to choose one): {token}");
+            let path = write_token_file(who, &token)?;
+            println!(
+                "[{who}] admin token written to {} (readable by you only; set LOCKCTL_ADMIN_TOKEN to choose one)",
+                path.display()
+            );
             token
         }
     };
@@ -300,6 +306,32 @@ async fn serve_console(
         std::future::pending(),
     ));
     Ok(())
+}
+
+/// Writes a generated admin `token` to a new file that only this user can read, in
+/// `$XDG_RUNTIME_DIR` (a per-user directory) or else the temporary directory, named for the
+/// replica and the process; returns its path. A new file (never one that exists, nor a link):
+/// another user of a shared temporary directory cannot have prepared it.
+fn write_token_file(who: &str, token: &str) -> anyhow::Result<std::path::PathBuf> {
+    use std::io::Write as _;
+    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(std::path::PathBuf::from)
+        .filter(|dir| dir.is_dir())
+        .unwrap_or_else(std::env::temp_dir);
+    let path = dir.join(format!("daily_report-{who}-{}.admin-token", std::process::id()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&path).with_context(|| {
+        format!(
+            "writing the generated admin token to {} (set LOCKCTL_ADMIN_TOKEN to give one instead)",
+            path.display()
+        )
+    })?;
+    file.write_all(format!("{token}\n").as_bytes())
+        .with_context(|| format!("writing the generated admin token to {}", path.display()))?;
+    Ok(path)
 }
 
 /// The Redis that `--instance` replicas share: `REDIS_URL`, required.

@@ -231,3 +231,74 @@ async fn an_instance_prints_its_next_run_and_stops_on_sigterm() {
     assert_eq!(said, expected, "stderr:\n{stderr}");
     assert!(status.success(), "{status}\n{stderr}");
 }
+
+/// Issue 50, finding 7: without `LOCKCTL_ADMIN_TOKEN`, the replica's console token is written
+/// to a new file only its user can read, and only the file's path is printed: no output of the
+/// process holds the token, and the token in the file is the one the console accepts.
+#[tokio::test]
+async fn a_generated_console_token_goes_to_a_private_file_not_to_the_output() {
+    let _keys = DAILY_REPORT_KEYS.lock().await;
+    let redis = Redis::start_quiet().expect("a Redis for the test");
+    let runtime_dir = tempfile::tempdir().expect("a runtime directory");
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        probe.local_addr().expect("its address").port()
+    };
+    let mut cmd = example(&["--instance", "pod-1", "--admin-port", &port.to_string()], Some(redis.url()));
+    cmd.env_remove("LOCKCTL_ADMIN_TOKEN").env("XDG_RUNTIME_DIR", runtime_dir.path()).env("RUST_LOG", "info");
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start the example");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    let stderr = child.stderr.take().expect("piped stderr");
+    let stderr = tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = tokio::io::AsyncReadExt::read_to_string(&mut BufReader::new(stderr), &mut text).await;
+        text
+    });
+    let mut stdout = Vec::new();
+    while !stdout.iter().any(|l: &String| l.contains("scheduling the daily report")) {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("no scheduling line within 30 s: {stdout:?}"))
+            .expect("read stdout")
+            .unwrap_or_else(|| panic!("stdout ended: {stdout:?}"));
+        stdout.push(line);
+    }
+    let said = stdout
+        .iter()
+        .find_map(|l| l.strip_prefix("[pod-1] admin token written to "))
+        .unwrap_or_else(|| panic!("the token file is named: {stdout:?}"));
+    let path = PathBuf::from(said.split(" (").next().unwrap_or_default());
+    assert_eq!(path.parent(), Some(runtime_dir.path()), "in $XDG_RUNTIME_DIR: {said}");
+    let token = std::fs::read_to_string(&path).expect("the token file").trim().to_owned();
+    assert_eq!(token.len(), 32, "a 128-bit token in hex: {token:?}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).expect("metadata").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "readable by its user only");
+    }
+    // The console takes it: an action with it is authorized (unlocking a free lock: nothing to
+    // release, 200; a wrong token would get 401).
+    let pause = format!(
+        "DELETE /api/locks/lock:token-probe HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
+         Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("the console");
+    tokio::io::AsyncWriteExt::write_all(&mut stream, pause.as_bytes()).await.expect("send");
+    let mut answer = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut stream, &mut answer).await.expect("read");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    let pid = child.id().expect("running").to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    while let Ok(Ok(Some(line))) = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await {
+        stdout.push(line);
+    }
+    let status =
+        tokio::time::timeout(Duration::from_secs(10), child.wait()).await.expect("exits").expect("status");
+    let stderr = stderr.await.expect("stderr reader");
+    assert!(status.success(), "{status}\n{stderr}");
+    assert!(!stdout.iter().any(|l| l.contains(&token)), "the token is not in stdout: {stdout:?}");
+    assert!(!stderr.contains(&token), "nor in the logs: {stderr}");
+}

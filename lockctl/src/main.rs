@@ -181,8 +181,9 @@ struct ServeArgs {
     /// environment variable or --token-file: a flag shows in `ps`.
     #[arg(long, env = "LOCKCTL_ADMIN_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// A file of admin tokens, one a line: `<token>`, or `<name> <token>` to have the history
-    /// say `<name>` did what the token did; `#` starts a comment line.
+    /// A file of tokens, one a line: `<token>`, or `<name> <token>` to have the history say
+    /// `<name>` did what the token did, or `<name> <token> read` for a token that may only read
+    /// (with --token-for-reads; its actions are refused); `#` starts a comment line.
     #[arg(long, env = "LOCKCTL_ADMIN_TOKEN_FILE", value_name = "FILE")]
     token_file: Option<PathBuf>,
     /// Also answer requests whose Host is NAME (any port), e.g. the name a reverse proxy
@@ -741,10 +742,11 @@ async fn pause(client: &LockClient, job: &str, force: bool) -> Result<Output, Ct
             )));
         }
     }
-    control::pause_by(client, job, &operator()).await?;
+    let was_paused = control::pause_by(client, job, &operator()).await?;
+    let already = if was_paused { " (it was paused already; the flag now names you)" } else { "" };
     Ok(Output {
-        json: json!({ "job": job, "paused": true }),
-        text: format!("paused {job}: every replica skips its slots until `lockctl resume {job}`\n"),
+        json: json!({ "job": job, "paused": true, "was_paused": was_paused }),
+        text: format!("paused {job}{already}: every replica skips its slots until `lockctl resume {job}`\n"),
         code: OK,
     })
 }
@@ -849,10 +851,11 @@ async fn serve(client: LockClient, args: ServeArgs) -> Result<Output, CtlError> 
         tokens.extend(read_token_file(path)?);
     }
     if let Some(token) = args.token.filter(|t| !t.is_empty()) {
-        tokens.push((None, token));
+        tokens.push((None, token, lock_console::Role::Admin));
     }
-    for (name, token) in tokens {
-        console = console.named_token(name.as_deref().unwrap_or(lock_console::DEFAULT_TOKEN_NAME), token)?;
+    for (name, token, role) in tokens {
+        let name = name.as_deref().unwrap_or(lock_console::DEFAULT_TOKEN_NAME);
+        console = console.token_with_role(name, token, role)?;
     }
     for host in &args.allow_host {
         console = console.allow_host(host)?;
@@ -891,7 +894,7 @@ async fn serve(client: LockClient, args: ServeArgs) -> Result<Output, CtlError> 
 
 /// The tokens of a token file: one a line, `<token>` or `<name> <token>`; blank lines and
 /// lines starting with `#` skipped. Errors name the line, never the token.
-fn read_token_file(path: &Path) -> Result<Vec<(Option<String>, String)>, CtlError> {
+fn read_token_file(path: &Path) -> Result<Vec<(Option<String>, String, lock_console::Role)>, CtlError> {
     let shown = path.display();
     let text = std::fs::read_to_string(path)
         .map_err(|e| CtlError::Usage(format!("cannot read the token file {shown}: {e}")))?;
@@ -903,12 +906,18 @@ fn read_token_file(path: &Path) -> Result<Vec<(Option<String>, String)>, CtlErro
             continue;
         }
         let fields: Vec<&str> = line.split_whitespace().collect();
+        let admin = lock_console::Role::Admin;
         match fields.as_slice() {
-            [token] => tokens.push((None, (*token).to_owned())),
-            [name, token] => tokens.push((Some((*name).to_owned()), (*token).to_owned())),
+            [token] => tokens.push((None, (*token).to_owned(), admin)),
+            [name, token] => tokens.push((Some((*name).to_owned()), (*token).to_owned(), admin)),
+            [name, token, "admin"] => tokens.push((Some((*name).to_owned()), (*token).to_owned(), admin)),
+            [name, token, "read"] => {
+                tokens.push((Some((*name).to_owned()), (*token).to_owned(), lock_console::Role::Read));
+            }
             _ => {
                 return Err(CtlError::Usage(format!(
-                    "line {} of the token file {shown}: expected `<token>` or `<name> <token>`",
+                    "line {} of the token file {shown}: expected `<token>`, `<name> <token>` or `<name> <token> \
+                     read|admin`",
                     i + 1
                 )));
             }

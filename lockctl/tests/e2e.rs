@@ -667,8 +667,12 @@ async fn lockctl_serve_names_its_actors_and_stops_in_bounded_time() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let file = dir.path().join("tokens");
     let alice = "alice-secret-token-0123456789abcdef";
-    std::fs::write(&file, format!("# operators\nalice {alice}\nbob bob-secret-token-0123456789abcdef\n"))
-        .expect("write the token file");
+    let carol = "carol-reader-token-Tq6wX2nB8vL4";
+    std::fs::write(
+        &file,
+        format!("# operators\nalice {alice}\nbob bob-secret-token-0123456789abcdef\ncarol {carol} read\n"),
+    )
+    .expect("write the token file");
     // Readable by its owner only, or lockctl warns first.
     let mut permissions = std::fs::metadata(&file).expect("stat").permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o600);
@@ -717,6 +721,10 @@ async fn lockctl_serve_names_its_actors_and_stops_in_bounded_time() {
     let (status, body) =
         http(port, "POST", "/api/jobs/nightly/resume", Some("wrong-token-0123456789abcdef")).await;
     assert_eq!(status, 401, "{body}");
+    // A token the file gives the read role: known, and refused any action.
+    let (status, body) = http(port, "POST", "/api/jobs/nightly/resume", Some(carol)).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("\"forbidden\"") && body.contains("carol"), "{body}");
     let mut rebound = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
     rebound
         .write_all(b"GET /api/jobs HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n")

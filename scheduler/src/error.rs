@@ -156,6 +156,15 @@ pub enum ControlError {
         /// What is wrong with the range, and what to give instead.
         reason: String,
     },
+    /// An argument of an admin call that cannot be what it names (a history entry's id, an
+    /// idempotency key).
+    #[error("invalid {what}: {reason}")]
+    InvalidArgument {
+        /// What the argument names.
+        what: &'static str,
+        /// What is wrong with it, and what to give instead.
+        reason: String,
+    },
     /// No replica took the "run now" request in time; it was withdrawn, nothing ran.
     #[error("no replica took the request to run `{job}` within {within:?}; it was withdrawn and nothing ran")]
     NotTaken {

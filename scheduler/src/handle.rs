@@ -133,7 +133,8 @@ impl SchedulerHandle {
     /// claimed): its slots are skipped and recorded as
     /// [`RunOutcome::SkippedPaused`](crate::report::RunOutcome::SkippedPaused) until
     /// [`resume`](Self::resume). Any job name is accepted, including another scheduler's.
-    pub async fn pause(&self, job: &str) -> Result<(), ControlError> {
+    /// Returns whether it was paused already.
+    pub async fn pause(&self, job: &str) -> Result<bool, ControlError> {
         pause::pause(&self.shared.client, job).await
     }
 

@@ -347,6 +347,10 @@ async fn the_openapi_document_lists_exactly_the_routes() {
         ("DELETE", "/api/locks/{key}"),
         ("GET", "/api/jobs"),
         ("GET", "/api/jobs/{name}/history"),
+        ("GET", "/api/jobs/{name}/stats"),
+        ("GET", "/api/jobs/{name}/runs/{id}"),
+        ("POST", "/api/jobs/{name}/runs/{id}/retry"),
+        ("POST", "/api/jobs/{name}/backfill"),
         ("POST", "/api/jobs/{name}/pause"),
         ("POST", "/api/jobs/{name}/resume"),
         ("POST", "/api/jobs/{name}/run"),
@@ -358,7 +362,8 @@ async fn the_openapi_document_lists_exactly_the_routes() {
     assert_eq!(documented, routes, "the OpenAPI document and the routes differ");
     // Every documented operation is served (not the API's "no such route" 404, nor a 405).
     for (method, path) in &documented {
-        let concrete = path.replace("{key}", "lock:report").replace("{name}", "manual");
+        let concrete =
+            path.replace("{key}", "lock:report").replace("{name}", "manual").replace("{id}", "1-0");
         let response = act(s.addr, method, &concrete).await;
         assert_ne!(response.status, 405, "{method} {concrete}");
         if response.status == 404 {

@@ -19,6 +19,7 @@ use axum::response::Html;
 use axum::routing::{get, post};
 use lock_console::Console;
 use lock_core::LockOptions;
+use lock_scheduler::chrono::Utc;
 use lock_scheduler::{Job, RunOutcome, Scheduler, SchedulerHandle};
 use tests::harness::{RedisServer, client, init_tracing, wait_until};
 use tests::http;
@@ -29,7 +30,8 @@ const BROWSER: &str = "chromium";
 
 /// A page of the test (not of the console), same origin: it loads the console's jobs page in
 /// a frame, puts the token where the console's script keeps it, presses the job's "Pause"
-/// button, and writes into `#result` what the frame says once its row shows the pause (the
+/// button and cancels the question it asks (nothing must happen), presses it again and
+/// confirms, and writes into `#result` what the frame says once its row shows the pause (the
 /// script updates the table in the background: the frame must not be reloaded).
 fn press_pause_page() -> String {
     format!(
@@ -37,8 +39,8 @@ fn press_pause_page() -> String {
 <iframe id="f" src="/jobs" width="1200" height="700"></iframe>
 <script>
 sessionStorage.setItem("lockConsoleToken", "{TOKEN}");
-var f = document.getElementById("f"), loads = 0;
-function done(text) {{ document.getElementById("result").textContent = text; }}
+var f = document.getElementById("f"), loads = 0, log = [];
+function done(text) {{ document.getElementById("result").textContent = log.join("; ") + (log.length ? "; " : "") + text; }}
 function row() {{
   var cell = f.contentDocument.querySelector('tr[data-job="report"] td.paused');
   return cell ? cell.textContent : "no row";
@@ -48,19 +50,122 @@ function wait(check, then, left) {{
   if (left <= 0) {{ done("timed out; row says: " + row()); return; }}
   setTimeout(function () {{ wait(check, then, left - 1); }}, 100);
 }}
+function pauseButton() {{
+  return f.contentDocument.querySelector('tr[data-job="report"] button[data-url$="/report/pause"]');
+}}
 f.addEventListener("load", function () {{
   loads += 1;
   if (loads > 1) return;
-  var button = f.contentDocument.querySelector('tr[data-job="report"] button[data-url$="/report/pause"]');
-  if (!button) {{ done("no pause button"); return; }}
-  button.click();
-  wait(function () {{ return row() === "paused"; }}, function () {{
-    var status = f.contentDocument.getElementById("status");
-    done("row says: " + row() + "; loads: " + loads + "; status: " + status.textContent);
-  }}, 200);
+  var d = f.contentDocument, dialog = d.getElementById("confirm");
+  if (!pauseButton()) {{ done("no pause button"); return; }}
+  pauseButton().click();
+  log.push("asked: " + (dialog.open ? d.getElementById("confirm-question").textContent : "nothing"));
+  dialog.querySelector("button.cancel").click();
+  // Cancelled: after three update intervals nothing was sent and the row still says so.
+  setTimeout(function () {{
+    log.push("after cancel: " + row() + " (dialog open: " + dialog.open + ")");
+    pauseButton().click();
+    dialog.querySelector("button.confirm").click();
+    wait(function () {{ return row() === "paused"; }}, function () {{
+      var status = d.getElementById("status");
+      done("row says: " + row() + "; loads: " + loads + "; status: " + status.textContent);
+    }}, 200);
+  }}, 16000);
 }});
 </script></body></html>"#
     )
+}
+
+/// A page of the test: the console page `src` in a frame (filling the window with `full=1`);
+/// it fills the fields `fill` names (a JSON object: selector to value), presses the button
+/// `button`, writes the question the page asks and, unless `stop=asked`, confirms it and
+/// writes the feedback the frame shows, with its link, into `#result`.
+fn act_page() -> String {
+    format!(
+        r#"<!doctype html><html><body style="margin:0"><pre id="result">pending</pre>
+<iframe id="f" width="1200" height="700"></iframe>
+<script>
+sessionStorage.setItem("lockConsoleToken", "{TOKEN}");
+var params = new URLSearchParams(location.search), f = document.getElementById("f"), loads = 0, asked = "";
+if (params.get("full") === "1") {{
+  f.setAttribute("style", "position:fixed;top:0;left:0;width:100%;height:100%;border:0");
+}}
+f.src = params.get("src");
+function done(text) {{ document.getElementById("result").textContent = "asked: " + asked + " | " + text + "; loads: " + loads; }}
+function wait(check, then, left) {{
+  if (check()) {{ then(); return; }}
+  if (left <= 0) {{ done("timed out; status: " + f.contentDocument.getElementById("status").textContent); return; }}
+  setTimeout(function () {{ wait(check, then, left - 1); }}, 100);
+}}
+f.addEventListener("load", function () {{
+  loads += 1;
+  if (loads > 1) return;
+  var d = f.contentDocument, fill = JSON.parse(params.get("fill") || "{{}}");
+  Object.keys(fill).forEach(function (selector) {{
+    var field = d.querySelector(selector);
+    if (field.type === "checkbox") field.checked = !!fill[selector]; else field.value = fill[selector];
+  }});
+  var button = d.querySelector(params.get("button"));
+  if (!button) {{ done("no button " + params.get("button")); return; }}
+  button.click();
+  var dialog = d.getElementById("confirm");
+  asked = dialog.open ? d.getElementById("confirm-question").textContent : "nothing";
+  if (params.get("stop") === "asked") {{ done("left open"); return; }}
+  dialog.querySelector("button.confirm").click();
+  var status = d.getElementById("status");
+  wait(function () {{ return status.className === "ok" || status.className === "bad"; }}, function () {{
+    var link = status.querySelector("a");
+    done(status.className + ": " + status.textContent + "; link: " + (link ? link.getAttribute("href") : "none"));
+  }}, 300);
+}});
+</script></body></html>"#
+    )
+}
+
+/// A page of the test: a job's page in a frame. It types a search into the history filter
+/// without applying it and moves on, and checks the text survives two background updates; then
+/// selects the history table's text and checks that no update replaces it for three
+/// intervals (the footer says why), and that updates resume once the selection is cleared.
+fn keep_page() -> String {
+    r#"<!doctype html><html><body><pre id="result">pending</pre>
+<iframe id="f" src="/jobs/export" width="1200" height="700"></iframe>
+<script>
+var f = document.getElementById("f"), loads = 0, log = [];
+function d() { return f.contentDocument; }
+function updates() { return parseInt(d().body.getAttribute("data-updates") || "0", 10); }
+function done(text) { document.getElementById("result").textContent = log.join("; ") + "; " + text + "; loads: " + loads; }
+function wait(check, then, left) {
+  if (check()) { then(); return; }
+  if (left <= 0) { done("timed out at " + updates() + " updates"); return; }
+  setTimeout(function () { wait(check, then, left - 1); }, 100);
+}
+window.addEventListener("error", function (event) { done("script error: " + event.message); });
+f.addEventListener("load", function () {
+  loads += 1;
+  if (loads > 1) return;
+  log.push("loaded at " + updates() + " updates");
+  var search = d().querySelector('#history-filter input[name="q"]');
+  search.focus();
+  search.value = "refused";
+  search.blur();
+  var before = updates();
+  wait(function () { return updates() >= before + 2; }, function () {
+    var now = d().querySelector('#history-filter input[name="q"]');
+    log.push("typed after " + (updates() - before) + " updates: " + now.value + " (rendered: '" + now.defaultValue + "')");
+    var selection = f.contentWindow.getSelection();
+    selection.selectAllChildren(d().getElementById("history"));
+    var held = updates();
+    setTimeout(function () {
+      var note = d().getElementById("held");
+      log.push("while selected: " + (updates() - held) + " updates, note: " + (note ? note.textContent.trim() : "none") +
+        ", still selected: " + (String(selection).length > 0));
+      selection.removeAllRanges();
+      wait(function () { return updates() > held; }, function () { done("resumed"); }, 300);
+    }, 16000);
+  }, 300);
+});
+</script></body></html>"#
+        .to_owned()
 }
 
 /// A page of the test: the console's job page in a frame; it presses "Run now" and writes
@@ -84,6 +189,7 @@ f.addEventListener("load", function () {{
   var button = f.contentDocument.querySelector('button[data-url$="/report/run"]');
   if (!button) {{ done("no run button"); return; }}
   button.click();
+  f.contentDocument.querySelector('#confirm button.confirm').click();
   var status = f.contentDocument.getElementById("status");
   wait(function () {{ return status.className === "ok" || status.className === "bad"; }}, function () {{
     var link = status.querySelector("a");
@@ -194,6 +300,17 @@ f.addEventListener("load", function () {
 });
 </script></body></html>"#
         .to_owned()
+}
+
+/// The test's action page (`act_page`) for the console page `src`: press `button` after
+/// filling `fill` (JSON), with `extra` query parameters (`&stop=asked`, `&full=1`).
+fn act_url(page: &str, src: &str, button: &str, fill: &str, extra: &str) -> String {
+    let encode = |text: &str| -> String {
+        text.bytes()
+            .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+            .collect()
+    };
+    format!("{page}?src={}&button={}&fill={}{extra}", encode(src), encode(button), encode(fill))
 }
 
 /// Runs chromium headless with `args` then `url`; returns its stdout.
@@ -342,7 +459,9 @@ async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_repl
         .route("/test/press-pause", get(|| async { Html(press_pause_page()) }))
         .route("/test/background", get(|| async { Html(background_page()) }))
         .route("/test/phone", get(|| async { Html(phone_page()) }))
-        .route("/test/press-run", get(|| async { Html(press_run_page()) }));
+        .route("/test/press-run", get(|| async { Html(press_run_page()) }))
+        .route("/test/act", get(|| async { Html(act_page()) }))
+        .route("/test/keep", get(|| async { Html(keep_page()) }));
     let addr: SocketAddr = http::serve(app).await;
     let url = |path: &str| format!("http://{addr}{path}");
     let ran = |reports: &Reports| {
@@ -470,6 +589,132 @@ async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_repl
     screenshot(&url("/jobs/export"), &dir.join("job-export.png")).await;
     screenshot(&url("/locks?pattern=*&limit=100"), &dir.join("locks.png")).await;
 
+    // The failing job's page: its runs per hour, the backfill form, the history's filter.
+    let counts = between(&dom, "<ul class=\"legend\" id=\"counts-legend\">", "</ul>");
+    assert!(
+        counts.contains("<i class=\"bad\"></i>failed (") && dom.contains("<svg id=\"counts\""),
+        "{counts}"
+    );
+    assert!(
+        dom.contains("<form id=\"backfill\" class=\"filter\">") && dom.contains("id=\"history-filter\""),
+        "{dom}"
+    );
+    // A failed run's own page, and its retry from there: the page asks, then queues the slot.
+    let probe = client(&server, "probe");
+    let failed_run = lock_scheduler::control::history(&probe, "export", 100)
+        .await
+        .expect("export's history")
+        .into_iter()
+        .find(|e| e.outcome == "failed")
+        .expect("a failed run of export");
+    let run_path = format!("/jobs/export/runs/{}", failed_run.id);
+    let dom = dump_dom(&url(&run_path)).await;
+    assert!(dom.contains("<pre id=\"run-error\">export target refused the upload</pre>"), "{dom}");
+    assert!(dom.contains("<p id=\"retry\"><button"), "{dom}");
+    let slot_runs = between(&dom, "<table id=\"slot-runs\">", "</table>");
+    assert!(
+        slot_runs.contains("<tr class=\"this\"><td><a href=\"/jobs/export/runs/")
+            && slot_runs.contains(&failed_run.id),
+        "the run is among its slot's: {slot_runs}"
+    );
+    screenshot(&url(&run_path), &dir.join("run.png")).await;
+    let dom = dump_dom_after(&act_url(&url("/test/act"), &run_path, "#retry button", "{}", ""), 40_000).await;
+    let result = between(&dom, "<pre id=\"result\">", "</pre>");
+    eprintln!("console_browser: pressed Retry on a failed run's page: {result}");
+    assert!(
+        result.starts_with("asked: Retry export&#39;s slot ")
+            || result.starts_with("asked: Retry export's slot "),
+        "{result}"
+    );
+    assert!(
+        result.contains(" | ok: Retry of export's slot ")
+            && result.contains(" queued: a live replica of default runs it once"),
+        "{result}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            reports.lock().expect("reports").iter().filter(|(_, j, _)| j == "export").count() > 0
+        })
+        .await
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let history = lock_scheduler::control::history(&probe, "export", 200).await.expect("history");
+        if history.iter().any(|e| e.tick == failed_run.tick && e.backfill) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the retried slot ran again as a backfill");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Backfill from the job's page: an hour-old range of three slots, from the form's fields.
+    let from = Utc::now() - lock_scheduler::chrono::TimeDelta::hours(1);
+    let to = from + lock_scheduler::chrono::TimeDelta::seconds(2);
+    let fill = format!(
+        r##"{{"#backfill input[name=from]":"{}","#backfill input[name=to]":"{}"}}"##,
+        from.format("%Y-%m-%dT%H:%M:%S"),
+        to.format("%Y-%m-%dT%H:%M:%S")
+    );
+    let dom =
+        dump_dom_after(&act_url(&url("/test/act"), "/jobs/report", "#backfill button", &fill, ""), 40_000)
+            .await;
+    let result = between(&dom, "<pre id=\"result\">", "</pre>");
+    eprintln!("console_browser: backfilled from the job's page: {result}");
+    assert!(result.starts_with("asked: Backfill report: run every slot"), "{result}");
+    assert!(
+        result.contains(
+            " | ok: Backfill of report: 3 slot(s) queued, each runs once on a live replica of default."
+        ),
+        "{result}"
+    );
+    // A job with two days of history (written as the replicas write it): its runs per hour.
+    let now_ms = Utc::now().timestamp_millis();
+    let nightly = lock_scheduler::history_key("nightly-export").expect("a job name");
+    server.cli(&[
+        "EVAL",
+        "local now = tonumber(ARGV[1]) \
+         for i = 240, 1, -1 do \
+           local at = now - i * 600000 \
+           local failed = (i % 7 == 0) or (i > 100 and i < 112) \
+           if failed then \
+             redis.call('XADD', KEYS[1], at .. '-0', 'tick', at, 'instance', 'pod-' .. (i % 3 + 1), 'outcome', 'failed', \
+               'duration_ms', 900 + (i * 37) % 400, 'error', 'export target refused the upload: 503 from storage') \
+             redis.call('ZADD', KEYS[2], 'INCR', 1, math.floor(at / 3600000)) \
+           else \
+             redis.call('XADD', KEYS[1], at .. '-0', 'tick', at, 'instance', 'pod-' .. (i % 3 + 1), 'outcome', 'ran', \
+               'duration_ms', 400 + (i * 53) % 700) \
+           end \
+         end",
+        "2",
+        &nightly,
+        &lock_scheduler::schema::failures_key("nightly-export").expect("a job name"),
+        &now_ms.to_string(),
+    ]);
+    let dom = dump_dom(&url("/jobs/nightly-export")).await;
+    let legend = between(&dom, "<ul class=\"legend\" id=\"counts-legend\">", "</ul>");
+    assert!(legend.contains("succeeded (") && legend.contains("failed ("), "{legend}");
+    assert!(dom.contains("The 240 runs the history keeps"), "{dom}");
+    screenshot(&url("/jobs/nightly-export"), &dir.join("job-counts.png")).await;
+    screenshot(&url("/jobs/nightly-export?outcome=failed&n=20"), &dir.join("job-failed.png")).await;
+    // The question a Run now asks, left open for the guide's picture.
+    screenshot(
+        &act_url(&url("/test/act"), "/jobs/report", "button[data-action=run]", "{}", "&stop=asked&full=1"),
+        &dir.join("confirm.png"),
+    )
+    .await;
+    // A search typed but not applied survives the background updates; a selection holds them.
+    let dom = dump_dom_after(&url("/test/keep"), 90_000).await;
+    let result = between(&dom, "<pre id=\"result\">", "</pre>");
+    eprintln!("console_browser: typed text and selections across updates: {result}");
+    assert!(
+        result.starts_with("loaded at 0 updates; typed after 2 updates: refused (rendered: '')"),
+        "{result}"
+    );
+    assert!(
+        result.contains("while selected: 0 updates, note: · updates held while text is selected"),
+        "{result}"
+    );
+    assert!(result.contains("still selected: true; resumed; loads: 1"), "{result}");
+
     // Press "Run now" in the page: a sentence that links to the job's page, and it stays.
     let dom = dump_dom_after(&url("/test/press-run"), 40_000).await;
     let result = between(&dom, "<pre id=\"result\">", "</pre>");
@@ -488,7 +733,13 @@ async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_repl
     // sentence, not JSON.
     let dom = dump_dom_after(&url("/test/press-pause"), 30_000).await;
     let result = between(&dom, "<pre id=\"result\">", "</pre>");
-    assert!(result.starts_with("row says: paused; loads: 1; status: Paused report (by console)"), "{result}");
+    assert!(
+        result.starts_with(
+            "asked: Pause report? Every replica skips its slots until it is resumed.; after cancel: no (dialog open: false); \
+             row says: paused; loads: 1; status: Paused report (by console)"
+        ),
+        "{result}"
+    );
     assert!(result.contains("every replica skips its runs until it is resumed"), "{result}");
     eprintln!("console_browser: pressed Pause in the page: {result}");
     // Every replica skips the job from then on.

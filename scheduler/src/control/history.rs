@@ -70,6 +70,62 @@ pub async fn history_since(
     Ok(entries.into_iter().take(n).map(|(id, fields)| entry(id, fields)).collect())
 }
 
+/// The runs of `job` recorded before the entry `before` (its id, as [`HistoryEntry::id`] gives
+/// it; `None`: from the newest), newest first, at most `n`: a page of the history, the next
+/// page starting before the last entry of this one. One `XREVRANGE`, whatever the history's
+/// length. Errors: [`ControlError::InvalidArgument`] for an id that is not `<ms>-<seq>`.
+pub async fn history_before(
+    client: &LockClient,
+    job: &str,
+    before: Option<&str>,
+    n: usize,
+) -> Result<Vec<HistoryEntry>, ControlError> {
+    let key = history_key(job)?;
+    let end = match before {
+        Some(id) => {
+            check_entry_id(id)?;
+            // Exclusive: the page starts after the entry it is given.
+            format!("({id}")
+        }
+        None => "+".to_owned(),
+    };
+    let mut pipe = redis::pipe();
+    pipe.cmd("XREVRANGE").arg(&key).arg(end).arg("-").arg("COUNT").arg(n.max(1));
+    let (entries,): (Vec<StreamEntry>,) = query(client, "reading a job's run history", &pipe).await?;
+    Ok(entries.into_iter().take(n).map(|(id, fields)| entry(id, fields)).collect())
+}
+
+/// The run of `job` recorded as the entry `id`, if the history still holds it. One `XRANGE`.
+/// Errors: [`ControlError::InvalidArgument`] for an id that is not `<ms>-<seq>`.
+pub async fn history_entry(
+    client: &LockClient,
+    job: &str,
+    id: &str,
+) -> Result<Option<HistoryEntry>, ControlError> {
+    let key = history_key(job)?;
+    check_entry_id(id)?;
+    let mut pipe = redis::pipe();
+    pipe.cmd("XRANGE").arg(&key).arg(id).arg(id);
+    let (entries,): (Vec<StreamEntry>,) = query(client, "reading a run of a job's history", &pipe).await?;
+    Ok(entries.into_iter().next().map(|(id, fields)| entry(id, fields)))
+}
+
+/// Refuses an entry id that is not `<ms>-<seq>` (two whole numbers).
+fn check_entry_id(id: &str) -> Result<(), ControlError> {
+    let number =
+        |part: &str| !part.is_empty() && part.len() <= 20 && part.bytes().all(|b| b.is_ascii_digit());
+    match id.split_once('-') {
+        Some((ms, seq)) if number(ms) && number(seq) => Ok(()),
+        _ => Err(ControlError::InvalidArgument {
+            what: "history entry id",
+            reason: format!(
+                "a history entry's id is `<ms>-<seq>` (e.g. 1764590400000-0), not {:?}",
+                id.chars().take(48).collect::<String>()
+            ),
+        }),
+    }
+}
+
 /// A stream entry as XRANGE returns it: its id and its field-value pairs.
 type StreamEntry = (String, Vec<(String, String)>);
 

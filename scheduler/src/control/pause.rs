@@ -21,25 +21,28 @@ pub struct PauseState {
 
 /// Pauses `job` on every replica: from the next slot on, each replica records the slot as
 /// [`RunOutcome::SkippedPaused`](crate::report::RunOutcome::SkippedPaused) instead of running it, until [`resume`]. A run already in
-/// progress is not stopped. `by` says who paused it (shown by `lockctl`).
-pub async fn pause_by(client: &LockClient, job: &str, by: &str) -> Result<(), ControlError> {
+/// progress is not stopped. `by` says who paused it (shown by `lockctl`); pausing a paused job
+/// records the new `by` and time. Returns whether it was paused already (one round trip: the
+/// flag is set and its old value read by one `SET ... GET`).
+pub async fn pause_by(client: &LockClient, job: &str, by: &str) -> Result<bool, ControlError> {
     let key = pause_key(job)?;
     let value = format!("{} by {by}", Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     let mut pipe = redis::pipe();
-    pipe.cmd("SET").arg(&key).arg(value).ignore();
+    pipe.cmd("SET").arg(&key).arg(value).arg("GET");
     // Listed by the admin reads while paused, even with no history and no replica: its own
     // request (the index is on another Cluster slot), sent concurrently.
     let mut index = redis::pipe();
     crate::index::add_paused_job(&mut index, job);
-    tokio::try_join!(
-        query::<()>(client, "pausing a job", &pipe),
+    let ((before,), ()): ((Option<String>,), ()) = tokio::try_join!(
+        query(client, "pausing a job", &pipe),
         crate::index::send(client, "indexing a paused job", &index)
     )?;
-    Ok(())
+    Ok(before.is_some())
 }
 
-/// Pauses `job` on every replica (see [`pause_by`]), naming this client's instance.
-pub async fn pause(client: &LockClient, job: &str) -> Result<(), ControlError> {
+/// Pauses `job` on every replica (see [`pause_by`]), naming this client's instance. Returns
+/// whether it was paused already.
+pub async fn pause(client: &LockClient, job: &str) -> Result<bool, ControlError> {
     pause_by(client, job, client.instance_id()).await
 }
 

@@ -34,7 +34,7 @@ pub struct RunRequest {
     /// When it was asked for (this process's clock).
     pub requested_at: DateTime<Utc>,
     /// The request as stored in Redis.
-    stored: String,
+    pub(crate) stored: String,
 }
 
 /// Asks a live replica of `job`'s scheduler group to run it once now, and waits (up to

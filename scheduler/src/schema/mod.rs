@@ -13,6 +13,7 @@
 //! | [`run_count_key`] `scheduler:{job:<name>}:run_count` | string | the job's slots run so far, counted by the run that claimed each ([`Job::max_runs`](crate::job::Job::max_runs)) | [`RUN_COUNT_TTL`] after the last count |
 //! | [`missed_key`] `scheduler:{job:<name>}:missed` | string | the latest missed slot recorded (so replicas record it once) | [`MISSED_TTL`] |
 //! | [`failures_key`] `scheduler:{job:<name>}:failures` | zset | hour (since the epoch, UTC) -> failed and timed-out runs recorded in it, counted with their history entries; hours older than a day dropped by the next count | [`FAILURES_TTL`] after the last failure |
+//! | [`run_once_key`] `scheduler:{job:<name>}:run-once:<key>` | string | a "run now" asked with an idempotency key ([`control::run_now_once`](crate::control::run_now_once)): `pending` while its request waits for a replica, then the request taken (`<group>\t<id>\t<by>\t<ms>`) | [`RUN_ONCE_TTL`] |
 //! | [`history_key`] `scheduler:{job:<name>}:history` | stream | one entry per run, fields in [`field`] | [`HISTORY_TTL`] after the last entry, give or take a minute (each replica renews it at most once a minute); trimmed to about [`HISTORY_LEN`] entries once a minute |
 //! | [`members_key`] `scheduler:{group:<name>}:members` | zset | instance id -> when its announcement lapses (server clock, ms) | [`MEMBER_TTL`] after the last announcement |
 //! | [`replicas_key`] `scheduler:{group:<name>}:replicas` | hash | instance id -> what the replica says about itself ([`replica_about`]: `<started ms>\t<host>\t<version>\t<running job>...`), written with its announcement when it changes (at least every half [`MEMBER_TTL`]); a member's field goes when its announcement lapses | [`MEMBER_TTL`] after the last write |
@@ -104,6 +105,13 @@ pub const RUN_POLL: Duration = Duration::from_secs(5);
 /// milliseconds otherwise.
 pub const RUN_PICKUP: Duration = Duration::from_secs(7);
 
+/// How long a "run now" asked with an idempotency key is remembered: the same key within this
+/// time answers with the first request instead of running the job again.
+pub const RUN_ONCE_TTL: Duration = Duration::from_secs(10 * 60);
+
+/// Longest idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 64;
+
 /// The attempt number that marks a pending entry as a backfill run, not a retry.
 pub const BACKFILL_ATTEMPT: u32 = 0;
 
@@ -132,6 +140,7 @@ const JOB_INDEX: &str = "scheduler:job-index";
 
 const JOB_PREFIX: &str = "scheduler:{job:";
 const FAILURES: &str = "}:failures";
+const RUN_ONCE: &str = "}:run-once:";
 const PAUSED: &str = "}:paused";
 const HISTORY: &str = "}:history";
 const MISSED: &str = "}:missed";
@@ -185,6 +194,29 @@ pub fn pause_key(job: &str) -> Result<String, ControlError> {
 /// The Redis key of `job`'s run history stream.
 pub fn history_key(job: &str) -> Result<String, ControlError> {
     job_key(job, HISTORY)
+}
+
+/// The Redis key remembering the "run now" of `job` asked with the idempotency `key` (see
+/// [`idempotency_key_problem`]).
+pub fn run_once_key(job: &str, key: &str) -> Result<String, ControlError> {
+    if let Some(reason) = idempotency_key_problem(key) {
+        return Err(ControlError::InvalidArgument { what: "idempotency key", reason });
+    }
+    job_key(job, &format!("{RUN_ONCE}{key}"))
+}
+
+/// Why `key` cannot be an idempotency key, if it cannot: 1 to [`MAX_IDEMPOTENCY_KEY_LEN`]
+/// letters, digits and `-_.:` (a UUID, or random hex, as a client makes one per action).
+pub fn idempotency_key_problem(key: &str) -> Option<String> {
+    let ok = !key.is_empty()
+        && key.len() <= MAX_IDEMPOTENCY_KEY_LEN
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
+    (!ok).then(|| {
+        format!(
+            "an idempotency key is 1 to {MAX_IDEMPOTENCY_KEY_LEN} letters, digits and `-_.:` (e.g. a UUID), not {:?}",
+            key.chars().take(MAX_IDEMPOTENCY_KEY_LEN + 1).collect::<String>()
+        )
+    })
 }
 
 /// The Redis key of `job`'s failure counts per hour (a sorted set: the hour since the epoch,

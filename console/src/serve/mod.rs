@@ -1,11 +1,17 @@
 //! Serving the console on a listener with bounds a console left running needs: a header-read
 //! timeout (a client that sends half a request, or keeps a connection open without sending
-//! the next one, is cut off), the client's address for the audit log, and a shutdown that ends
-//! within a grace period however many connections are still half open.
+//! the next one, is cut off), caps on connections that cannot be held shut by connections that
+//! never finish a request ([`registry`]: the least valuable connection makes room for a new
+//! one), the client's address for the audit log, and a shutdown that ends within a grace
+//! period however many connections are still half open.
 
-use std::collections::HashMap;
+mod activity;
+mod io;
+mod registry;
+
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
@@ -16,6 +22,10 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+
+use crate::serve::activity::{Activity, Tracked};
+use crate::serve::io::SharedStream;
+use crate::serve::registry::{Among, Connection, Registry};
 
 /// How [`serve`] bounds its connections. `Default` gives the values documented on each field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,11 +39,17 @@ pub struct ServeOptions {
     /// How long shutdown waits for requests in flight to finish once the signal came; then
     /// every connection left is closed. Default 5 s.
     pub shutdown_grace: Duration,
-    /// Most connections served at once; a connection beyond it is closed at once. Default 256.
+    /// Most connections open at once. A new connection beyond it takes the place of the
+    /// open one worth least (one that has not sent a whole request, or is idle between
+    /// requests, of the address holding the most connections, idle the longest); it is closed
+    /// only if every open connection is being served or has request bytes waiting. So
+    /// connections that never finish a request, from any number of addresses, cannot keep a
+    /// client that sends its request from an answer. Default 256.
     pub max_connections: usize,
-    /// Most connections served at once from one client address, so that one client holding
-    /// half-sent requests open cannot take every connection from the others (each is cut off
-    /// after the header-read timeout, but could be opened again). Default 32.
+    /// Most connections open at once from one client address: a new one beyond it takes the
+    /// place of that address's own connection worth least, as above, so that one address
+    /// cannot fill the server. Behind a reverse proxy every connection comes from the proxy:
+    /// raise it to the proxy's pool. Default 32.
     pub max_connections_per_client: usize,
 }
 
@@ -88,8 +104,7 @@ pub async fn serve(
 ) {
     let (closing, close_rx) = watch::channel(false);
     let mut connections = JoinSet::new();
-    // Connections open per client address (an entry goes when its last connection ends).
-    let mut per_client: HashMap<IpAddr, usize> = HashMap::new();
+    let mut registry = Registry::default();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -105,28 +120,23 @@ pub async fn serve(
                 }
             },
         };
-        while let Some(ended) = connections.try_join_next() {
-            if let Ok(ip) = ended {
-                leave(&mut per_client, ip);
-            }
+        while let Some(ended) = connections.try_join_next_with_id() {
+            let id = match ended {
+                Ok((id, ())) => id,
+                Err(e) => e.id(),
+            };
+            registry.remove(id);
         }
-        if connections.len() >= options.max_connections {
-            tracing::warn!(client = %peer, max = options.max_connections, "console: too many connections; closed one");
+        if !make_room(&mut registry, peer, options) {
             drop(stream);
             continue;
         }
-        let from_client = per_client.entry(peer.ip()).or_default();
-        if *from_client >= options.max_connections_per_client {
-            tracing::warn!(
-                client = %peer,
-                max = options.max_connections_per_client,
-                "console: too many connections from this client; closed one"
-            );
-            drop(stream);
-            continue;
-        }
-        *from_client += 1;
-        connections.spawn(connection(stream, peer, router.clone(), options, close_rx.clone()));
+        let stream = Arc::new(stream);
+        let activity = Activity::new();
+        let weak = Arc::downgrade(&stream);
+        let task = connection(stream, peer, router.clone(), options, activity.clone(), close_rx.clone());
+        let abort = connections.spawn(task);
+        registry.insert(abort.id(), Connection { ip: peer.ip(), activity, stream: weak, abort });
     }
     drop(listener);
     // Every connection finishes the request it is serving, then closes; an idle one closes at
@@ -147,40 +157,50 @@ pub async fn serve(
     }
 }
 
-/// One connection from `ip` ended.
-fn leave(per_client: &mut HashMap<IpAddr, usize>, ip: IpAddr) {
-    if let Some(open) = per_client.get_mut(&ip) {
-        *open = open.saturating_sub(1);
-        if *open == 0 {
-            per_client.remove(&ip);
+/// Makes room for a new connection from `peer` under the caps, closing the connection worth
+/// least if need be; false if there is none to close (every one is being served or speaking),
+/// and the new one must be refused.
+fn make_room(registry: &mut Registry, peer: SocketAddr, options: ServeOptions) -> bool {
+    let ip = peer.ip();
+    if registry.of(ip) >= options.max_connections_per_client {
+        if registry.close_least_valuable(Among::Address(ip)).is_none() {
+            tracing::warn!(
+                client = %peer,
+                max = options.max_connections_per_client,
+                "console: every connection from this client is busy; refused a new one"
+            );
+            return false;
         }
+        tracing::debug!(client = %peer, "console: closed this client's least busy connection to make room");
     }
+    if registry.len() >= options.max_connections {
+        let Some(closed) = registry.close_least_valuable(Among::All) else {
+            tracing::warn!(
+                client = %peer,
+                max = options.max_connections,
+                "console: every connection is busy; refused a new one"
+            );
+            return false;
+        };
+        tracing::debug!(client = %peer, closed_from = %closed, "console: closed the least busy connection to make room");
+    }
+    true
 }
 
-/// Serves one connection until it ends, or until shutdown asks it to close; returns the
-/// client's address, for the per-client count.
+/// Serves one connection until it ends, or until shutdown asks it to close.
 async fn connection(
-    stream: TcpStream,
+    stream: Arc<TcpStream>,
     peer: SocketAddr,
     router: Router,
     options: ServeOptions,
-    closing: watch::Receiver<bool>,
-) -> IpAddr {
-    serve_connection(stream, peer, router, options, closing).await;
-    peer.ip()
-}
-
-async fn serve_connection(
-    stream: TcpStream,
-    peer: SocketAddr,
-    router: Router,
-    options: ServeOptions,
+    activity: Arc<Activity>,
     mut closing: watch::Receiver<bool>,
 ) {
-    let service = TowerToHyperService::new(router.layer(Extension(ConnectInfo(peer))));
+    let inner = TowerToHyperService::new(router.layer(Extension(ConnectInfo(peer))));
+    let service = Tracked { inner, activity };
     let mut builder = http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(options.header_read_timeout).keep_alive(true);
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    let conn = builder.serve_connection(TokioIo::new(SharedStream(stream)), service);
     let mut conn = std::pin::pin!(conn);
     tokio::select! {
         result = conn.as_mut() => {

@@ -1,4 +1,4 @@
-//! Action tokens: the strength rule every token must pass, their names, the constant-time
+//! Tokens: the strength rule every token must pass, their names and roles, the constant-time
 //! comparison, and the fingerprint that logs show instead of a token.
 
 use crate::error::ConsoleError;
@@ -11,6 +11,43 @@ pub const MIN_TOKEN_LEN: usize = 16;
 /// one).
 pub const MIN_TOKEN_DISTINCT: usize = 8;
 
+/// Fewest guesses (as a power of ten) that an accepted token takes by zxcvbn's estimate, which
+/// knows words, names, sequences, repeats, dates and keyboard patterns: `password12345678`
+/// takes about 10^4, `changeme-changeme` 10^8; 16 random letters and digits 10^16. At 10^14, a
+/// client that tried 10,000 tokens a second, every second, would need about 300 years to try
+/// them all: the limits on refused tokens make such a client loud, its token's strength keeps
+/// it out.
+pub const MIN_TOKEN_GUESSES_LOG10: f64 = 14.0;
+
+/// Words a console token is likely to be made of, besides zxcvbn's own dictionaries.
+const CONTEXT_WORDS: &[&str] = &["lock", "console", "lockctl", "admin", "token", "redis", "scheduler"];
+
+/// Longest prefix of a token that the estimate looks at: the estimate's work grows with the
+/// square of the length, and a token strong in its first 64 characters is strong.
+const ESTIMATED_PREFIX: usize = 64;
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Role {
+    /// Read the pages and the API when reads need a token
+    /// ([`Console::require_token_for_reads`](crate::Console::require_token_for_reads)); every
+    /// action is refused (403 `forbidden`).
+    Read,
+    /// Read, and act: unlock, pause, resume, run now, retry, backfill.
+    Admin,
+}
+
+impl Role {
+    /// `read` or `admin`, as logs and the token file say it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Read => "read",
+            Role::Admin => "admin",
+        }
+    }
+}
+
 /// The name of the token set with [`Console::token`](crate::Console::token): what the history
 /// records as the actor of its actions.
 pub const DEFAULT_TOKEN_NAME: &str = "console";
@@ -18,10 +55,12 @@ pub const DEFAULT_TOKEN_NAME: &str = "console";
 /// Longest token name, in bytes (it goes into the history and the pause flag).
 const MAX_NAME_LEN: usize = 64;
 
-/// Why `token` cannot be an action token, if it cannot: shorter than [`MIN_TOKEN_LEN`], fewer
-/// than [`MIN_TOKEN_DISTINCT`] different characters, or characters an HTTP header cannot carry
-/// (whitespace, control characters, non-ASCII). The message says what to do instead; it never
-/// repeats the token.
+/// Why `token` cannot be a console token, if it cannot: shorter than [`MIN_TOKEN_LEN`], fewer
+/// than [`MIN_TOKEN_DISTINCT`] different characters, characters an HTTP header cannot carry
+/// (whitespace, control characters, non-ASCII), or guessable in fewer than
+/// 10^[`MIN_TOKEN_GUESSES_LOG10`] tries because it is made of words, sequences, repeats or
+/// keyboard patterns (`password12345678`, `changeme-changeme`, `0123456789abcdef`). The message
+/// says what to do instead; it never repeats the token.
 pub fn token_problem(token: &str) -> Option<String> {
     if token.len() < MIN_TOKEN_LEN {
         return Some(format!(
@@ -43,19 +82,29 @@ pub fn token_problem(token: &str) -> Option<String> {
              {MIN_TOKEN_DISTINCT} (a random one: `lockctl token`)"
         ));
     }
+    let prefix = &token[..token.len().min(ESTIMATED_PREFIX)];
+    let guesses = zxcvbn::zxcvbn(prefix, CONTEXT_WORDS).guesses_log10();
+    if guesses < MIN_TOKEN_GUESSES_LOG10 {
+        return Some(format!(
+            "the admin token is made of words, sequences, repeats or keyboard patterns, so it can be guessed in \
+             about 10^{guesses:.0} tries; use a random one of at least {MIN_TOKEN_LEN} characters (`lockctl token` \
+             prints one)"
+        ));
+    }
     None
 }
 
-/// A token and the name the history records for what it does.
+/// A token, the name the history records for what it does, and its role.
 #[derive(Clone)]
 pub(crate) struct NamedToken {
     pub(crate) name: String,
+    pub(crate) role: Role,
     secret: String,
 }
 
 impl NamedToken {
     /// Checks the name and the token's strength.
-    pub(crate) fn new(name: &str, secret: String) -> Result<Self, ConsoleError> {
+    pub(crate) fn new(name: &str, secret: String, role: Role) -> Result<Self, ConsoleError> {
         let name_ok = !name.is_empty()
             && name.len() <= MAX_NAME_LEN
             && name.bytes().all(|b| b.is_ascii_alphanumeric() || b".-_@".contains(&b));
@@ -68,7 +117,7 @@ impl NamedToken {
         if let Some(problem) = token_problem(&secret) {
             return Err(ConsoleError::WeakToken(format!("token `{name}`: {problem}")));
         }
-        Ok(NamedToken { name: name.to_owned(), secret })
+        Ok(NamedToken { name: name.to_owned(), role, secret })
     }
 
     /// Whether `given` is this token, in time independent of where they differ.
@@ -107,24 +156,56 @@ mod tests {
         assert!(token_problem("has a space in it 0123").is_some_and(|p| p.contains("printable")));
         assert!(token_problem("tøken-with-ünicode-0123").is_some());
         assert_eq!(token_problem("console-test-token-0123456789"), None);
-        assert_eq!(token_problem("0123456789abcdef"), None);
+        assert_eq!(token_problem("9f3c2a1b7e4d8c60"), None, "16 random hex digits");
+        assert_eq!(
+            token_problem(&"x7k2-m9q4".repeat(8)).map(|p| p.contains("repeats")),
+            Some(true),
+            "a short part repeated"
+        );
+    }
+
+    /// Long enough, with enough different characters, printable: refused all the same, as a
+    /// guesser tries these first.
+    #[test]
+    fn guessable_tokens_are_refused() {
+        for weak in [
+            "password12345678",
+            "changeme-changeme",
+            "0123456789abcdef",
+            "qwertyuiopasdfgh",
+            "P@ssw0rd12345678",
+            "administrator123",
+            "lockctl-console-token",
+        ] {
+            let problem = token_problem(weak).unwrap_or_default();
+            assert!(
+                problem.contains("words, sequences, repeats or keyboard patterns"),
+                "{weak}: {problem:?}"
+            );
+            assert!(!problem.contains(weak), "the message never repeats the token");
+        }
+        for strong in ["a8Kq2LxV9pZ3mN7w", "hardening-test-token-0123456789", "correct-horse-battery-staple"]
+        {
+            assert_eq!(token_problem(strong), None, "{strong}");
+        }
     }
 
     #[test]
     fn names_are_checked_and_tokens_compare_whole() {
-        assert!(NamedToken::new("alice", "0123456789abcdef".into()).is_ok());
+        assert!(NamedToken::new("alice", "9f3c2a1b7e4d8c60".into(), Role::Admin).is_ok());
         for bad in ["", "has space", "tab\t", &"n".repeat(65)] {
             assert!(
                 matches!(
-                    NamedToken::new(bad, "0123456789abcdef".into()),
+                    NamedToken::new(bad, "9f3c2a1b7e4d8c60".into(), Role::Admin),
                     Err(ConsoleError::InvalidTokenName(_))
                 ),
                 "{bad:?}"
             );
         }
-        let token = NamedToken::new("bob", "abcdefghijklmnop".into()).unwrap_or_else(|e| panic!("{e}"));
-        assert!(token.matches("abcdefghijklmnop"));
-        assert!(!token.matches("abcdefghijklmnoq"));
+        let token = NamedToken::new("bob", "k3v9-q7wz-m2xp-8rtn".into(), Role::Read)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(token.matches("k3v9-q7wz-m2xp-8rtn"));
+        assert!(!token.matches("k3v9-q7wz-m2xp-8rto"));
         assert!(!token.matches("abc"));
     }
 

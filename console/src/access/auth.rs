@@ -1,10 +1,11 @@
 //! Who may act or read, and the headers every response carries.
 //!
 //! Actions are refused, in this order: a cross-site request (403 `cross_site`), read-only
-//! mode (403 `read_only`), no token configured (403 `no_token`), an address over the limit on
-//! refused tokens (429 `too_many_attempts`), a missing or wrong bearer token (401
-//! `unauthorized`). Reads need nothing, unless the console requires the token for them too.
-//! Every refusal and every action is logged (see `audit`).
+//! mode (403 `read_only`), no token configured (403 `no_token`), a missing or wrong bearer
+//! token (401 `unauthorized`, or 429 `too_many_attempts` once refused tokens went past a limit:
+//! see `attempts`), a token whose role only reads (403 `forbidden`). Reads need nothing, unless
+//! the console requires a token (of either role) for them too. Every refusal and every action
+//! is logged (see `audit`).
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -12,9 +13,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::Console;
-use crate::audit::{self, Action, Caller};
+use crate::access::audit::{self, Action, Caller};
+use crate::access::token::{NamedToken, Role, fingerprint};
 use crate::error::ApiError;
-use crate::token::{NamedToken, fingerprint};
 
 /// Checks that `caller` may run the action `kind` on `target`; the accepted [`Action`] names
 /// the token's owner. A refusal is logged before it is returned.
@@ -48,33 +49,31 @@ pub(crate) fn authorize(
         )));
     }
     let token = check_token(console, caller, given).map_err(refuse)?;
+    if token.role != Role::Admin {
+        return Err(refuse(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("the token `{}` may read but not act: actions need an admin token", token.name),
+        )));
+    }
     Ok(Action {
         kind,
         target: target.to_owned(),
         client: caller.addr_text(),
         actor: token.name.clone(),
         fingerprint: print,
+        holder: None,
     })
 }
 
-/// The token `given` matches, or why not (429 while the caller's address is over the limit on
-/// refused tokens, 401 otherwise). A refusal counts against the address.
+/// The token `given` matches, or why not: 401 for a missing or wrong token, 429 once refused
+/// tokens went past a limit (the caller's address's, or all addresses' together). The token is
+/// compared before any limit is looked at: a correct token is accepted whatever others sent.
 fn check_token<'c>(
     console: &'c Console,
     caller: &Caller,
     given: Option<&str>,
 ) -> Result<&'c NamedToken, ApiError> {
-    let attempts = &console.inner.attempts;
-    let ip = caller.addr.map(|a| a.ip());
-    if let Some(wait) = attempts.blocked_for(ip) {
-        let mut error = ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_attempts",
-            format!("too many refused tokens from this address: try again in {}s", wait.as_secs().max(1)),
-        );
-        error.retry_after = Some(wait);
-        return Err(error);
-    }
     // Every token is compared, whichever matches: the time taken does not say which one did.
     let found = given.and_then(|given| {
         console
@@ -83,21 +82,30 @@ fn check_token<'c>(
             .iter()
             .fold(None, |found, token| if token.matches(given) { Some(token) } else { found })
     });
-    match (found, given) {
-        (Some(token), _) => Ok(token),
-        (None, Some(_)) => {
-            attempts.refused(ip);
-            Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "the bearer token is wrong"))
-        }
-        (None, None) => {
-            attempts.refused(ip);
-            Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "this needs an `Authorization: Bearer <token>` header",
-            ))
-        }
+    if let Some(token) = found {
+        return Ok(token);
     }
+    if let Some(over) = console.inner.attempts.refused(caller.addr.map(|a| a.ip())) {
+        let mut error = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_attempts",
+            format!(
+                "{}: this token is refused, and so is every wrong token for {}s (a correct one is accepted)",
+                over.limit.describe(),
+                over.wait.as_secs().max(1)
+            ),
+        );
+        error.retry_after = Some(over.wait);
+        return Err(error);
+    }
+    Err(match given {
+        Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "the bearer token is wrong"),
+        None => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "this needs an `Authorization: Bearer <token>` header",
+        ),
+    })
 }
 
 /// The bearer token of `Authorization`, the scheme in any case (RFC 9110 makes it

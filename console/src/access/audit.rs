@@ -44,22 +44,38 @@ pub(crate) struct Action {
     /// The token's name: what the history records as the actor.
     pub(crate) actor: String,
     pub(crate) fingerprint: String,
+    /// What an unlock released: the holder's token (an owner token, not a console secret), so
+    /// that the audit line says whom the lock was taken from.
+    pub(crate) holder: Option<String>,
 }
 
 impl Action {
     /// Logs how the action ended: `ok`, or the error's code. Passes the result through.
     pub(crate) fn finish<T>(&self, result: Result<T, ApiError>) -> Result<T, ApiError> {
         match &result {
-            Ok(_) => tracing::info!(
-                target: TARGET,
-                action = self.kind,
-                target_name = ?self.target,
-                client = %self.client,
-                actor = %self.actor,
-                token = %self.fingerprint,
-                outcome = "ok",
-                "console action done"
-            ),
+            Ok(_) => match &self.holder {
+                Some(holder) => tracing::info!(
+                    target: TARGET,
+                    action = self.kind,
+                    target_name = ?self.target,
+                    client = %self.client,
+                    actor = %self.actor,
+                    token = %self.fingerprint,
+                    released = ?holder,
+                    outcome = "ok",
+                    "console action done"
+                ),
+                None => tracing::info!(
+                    target: TARGET,
+                    action = self.kind,
+                    target_name = ?self.target,
+                    client = %self.client,
+                    actor = %self.actor,
+                    token = %self.fingerprint,
+                    outcome = "ok",
+                    "console action done"
+                ),
+            },
             Err(e) => tracing::warn!(
                 target: TARGET,
                 action = self.kind,
