@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use lock_core::test_hooks::{self, Point};
+use lock_core::tick::{Claim, ClaimRequest};
 use lock_core::{LockClient, LockOptions, schema};
 use tests::harness::{FaultProxy, Hold, Monitor, RedisServer, init_tracing, wait_until};
 
@@ -203,6 +204,108 @@ async fn a_cancelled_waits_clean_up_outlasts_a_try_still_in_the_network() {
     eprintln!("late try: {landed}");
     assert!(
         wait_until(Duration::from_secs(3), || get(&server, key) != token).await,
+        "the key is held by a token nobody guards: {} (PTTL {} ms)",
+        get(&server, key),
+        server.cli(&["PTTL", key])
+    );
+}
+
+/// The lease of the batched claims below: long beside every bound of these tests, so that a
+/// key kept for a lease by a token nobody guards fails them.
+const CLAIM_LEASE: Duration = Duration::from_secs(30);
+
+/// Loads the claim script on `client`'s connection (a claim of another key).
+async fn warm_up_claims(client: &LockClient) {
+    let claims = client.claim_ticks(&[ClaimRequest::new("warm-up-claim", 1, LockOptions::new())]).await;
+    assert!(matches!(claims.as_slice(), [Ok(Claim::Claimed(_))]), "warm-up claim: {claims:?}");
+}
+
+/// A batched claim of `key` for `tick` with the long lease.
+fn claim(key: &str, tick: i64) -> ClaimRequest<'_> {
+    ClaimRequest::new(key, tick, LockOptions::new().lease(CLAIM_LEASE))
+}
+
+/// S1 of the scheduler's model. A batched claim's first send is held in the network past its
+/// timeout (its connection dropped), and the claim is sent again: the lock is held by another
+/// client, so the claim says `Held`. The holder releases; then the first send lands, on the
+/// free key, and takes the lock and the tick. The resend's "held" proves nothing about the
+/// first send: its clean-up stays armed and frees the key, which nobody guards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batched_claims_first_send_landing_after_its_resend_found_the_lock_held_is_given_up() {
+    init_tracing();
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).expect("proxy");
+    let key = "lock:claim-resent-held";
+    let holder = client(&server.url(), "pod-b");
+    let claimer = client(&proxy.url(), "pod-a");
+    warm_up(&claimer).await;
+    warm_up_claims(&claimer).await;
+    let held = holder.acquire(key, LockOptions::new()).await.expect("the holder takes the lock");
+
+    proxy.on_command(bulk(key), Hold::Command);
+    let claims = claimer.claim_ticks(&[claim(key, 1_000)]).await;
+    assert!(
+        matches!(claims.as_slice(), [Ok(Claim::Held { .. })]),
+        "the resend finds the lock held: {claims:?}"
+    );
+    assert_eq!(proxy.stats().fired, 1, "the first send was held");
+    assert!(held.release().await.expect("release"));
+    assert_eq!(server.cli(&["EXISTS", key]), "0");
+
+    // The first send lands now, on the free key.
+    let mut monitor = Monitor::start(&server);
+    proxy.release_held();
+    let landed = monitor
+        .find(WITHIN, |line| line.contains(&format!("\"SET\" \"{key}\" \"pod-a:")))
+        .await
+        .expect("the first send runs and takes the free key");
+    eprintln!("late send: {landed}");
+    assert!(
+        wait_until(Duration::from_secs(5), || get(&server, key).is_empty()).await,
+        "the key is held by a token nobody guards: {} (PTTL {} ms)",
+        get(&server, key),
+        server.cli(&["PTTL", key])
+    );
+}
+
+/// S2 of the scheduler's model. A batched claim's first send takes the free lock and claims
+/// the tick, but its reply is lost; the resend is answered with an error (OOM: Redis refuses
+/// writes). The error says the resend did nothing, not the first send: its clean-up stays
+/// armed and frees the key, which nobody guards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batched_claims_resend_refused_with_an_error_still_gives_up_what_the_first_send_took() {
+    init_tracing();
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).expect("proxy");
+    let key = "lock:claim-resent-refused";
+    let claimer = client(&proxy.url(), "pod-a");
+    warm_up(&claimer).await;
+    warm_up_claims(&claimer).await;
+
+    proxy.on_command(bulk(key), Hold::Replies);
+    let mut resend = test_hooks::arm(Point::BeforeClaimResend, key, 1);
+    let claiming = tokio::spawn(async move {
+        let claims = claimer.claim_ticks(&[claim(key, 1_000)]).await;
+        (claims, claimer)
+    });
+    tokio::time::timeout(WITHIN, resend.reached())
+        .await
+        .expect("the claim is sent again after its lost reply");
+    let token = get(&server, key);
+    assert!(token.starts_with("pod-a:"), "the first send took the free key: {token:?}");
+    // Every write refused from now on: the resend is answered OOM.
+    assert_eq!(server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]), "OK");
+    assert_eq!(server.cli(&["CONFIG", "SET", "maxmemory", "1"]), "OK");
+    resend.resume();
+    let (claims, _claimer) =
+        tokio::time::timeout(WITHIN, claiming).await.expect("the claim ends").expect("task");
+    let refused = format!("{claims:?}");
+    assert!(matches!(claims.as_slice(), [Err(_)]), "the resend is refused: {refused}");
+    assert!(refused.contains("OOM"), "refused for memory: {refused}");
+    assert_eq!(server.cli(&["CONFIG", "SET", "maxmemory", "0"]), "OK");
+
+    assert!(
+        wait_until(Duration::from_secs(5), || get(&server, key).is_empty()).await,
         "the key is held by a token nobody guards: {} (PTTL {} ms)",
         get(&server, key),
         server.cli(&["PTTL", key])
