@@ -6,10 +6,12 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use lock_core::test_hooks::{self, Point};
 use lock_core::tick::{Claim, ClaimRequest};
 use lock_core::{LockClient, LockOptions, schema};
-use tests::harness::{FaultProxy, Hold, Monitor, RedisServer, init_tracing, wait_until};
+use tests::harness::{Direction, Fault, FaultProxy, Hold, Monitor, RedisServer, init_tracing, wait_until};
 
 /// The command timeout of the client behind the proxy, which is also its hand-off time (the
 /// reservation of a lock handed to its waiter).
@@ -306,6 +308,82 @@ async fn a_batched_claims_resend_refused_with_an_error_still_gives_up_what_the_f
 
     assert!(
         wait_until(Duration::from_secs(5), || get(&server, key).is_empty()).await,
+        "the key is held by a token nobody guards: {} (PTTL {} ms)",
+        get(&server, key),
+        server.cli(&["PTTL", key])
+    );
+}
+
+/// Point 1 of issue 54 (a clean-up that decides by the reply's time). A fail-fast try is held
+/// in the network past its timeout (sent at t0): its token is given up in the background until
+/// t0 + lease. The give-up that runs last before that deadline has its reply held past it,
+/// and the held try lands between the two, on the free key, before the deadline. The reply
+/// after the deadline proves nothing (the give-up ran before the try): the clean-up goes on
+/// until a give-up *sent* after the deadline ran, which frees the key nobody guards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_up_whose_last_reply_comes_after_the_deadline_still_frees_a_try_landing_before_it() {
+    init_tracing();
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).expect("proxy");
+    let key = "lock:clean-up-deadline";
+    // A command timeout longer than the held reply below, and no liveness renewal meanwhile:
+    // the held give-up is answered late rather than failed.
+    let timeout = Duration::from_secs(5);
+    let lease = Duration::from_secs(10);
+    let tryer = LockClient::builder()
+        .url(proxy.url())
+        .instance_id("pod-a")
+        .command_timeout(timeout)
+        .liveness_ttl(Duration::from_secs(120))
+        .build()
+        .expect("client");
+    warm_up(&tryer).await;
+
+    proxy.on_command(bulk(key), Hold::Command);
+    let before = Instant::now();
+    let trying = tokio::spawn(async move {
+        let taken = tryer.try_lock(key, LockOptions::new().lease(lease)).await;
+        (taken.map(|guard| guard.token().to_owned()), tryer)
+    });
+    assert!(wait_until(WITHIN, || proxy.stats().fired == 1).await, "the try is held");
+    // The clean-up's deadline, t0 + lease, lies in [before, sent] + lease.
+    let sent = Instant::now();
+    let (taken, _tryer) =
+        tokio::time::timeout(WITHIN, trying).await.expect("the try times out").expect("task");
+    let e = taken.expect_err("the try's reply never comes");
+    assert!(e.is_transient(), "{e}");
+
+    // From 2.5 s before the deadline, replies are held: the next give-up (they are at most an
+    // eighth of the lease apart) runs, and its reply waits.
+    tokio::time::sleep_until(sent + lease - Duration::from_millis(2500)).await;
+    let mut monitor = Monitor::start(&server);
+    proxy.set(Direction::ToClient, Fault::Blackhole);
+    let give_up = monitor
+        .find(Duration::from_secs(2), |line| {
+            line.contains("\"EVALSHA\"") && line.contains(&format!("\"{key}\""))
+        })
+        .await
+        .expect("a give-up runs before the deadline");
+    eprintln!("last give-up before the deadline: {give_up}");
+    // The held try lands now, after that give-up, before the deadline.
+    proxy.release_held();
+    let landed = monitor
+        .find(WITHIN, |line| line.contains(&format!("\"{key}\" \"pod-a:")) && !line.contains("EVALSHA"))
+        .await
+        .expect("the held try runs and takes the free key");
+    assert!(
+        Instant::now() < before + lease,
+        "the held try landed before the deadline (the machine was too slow to place it)"
+    );
+    eprintln!("late try: {landed}");
+    let token = get(&server, key);
+    assert!(token.starts_with("pod-a:"), "the held try took the key: {token:?}");
+
+    // The give-up's reply comes after the deadline.
+    tokio::time::sleep_until(sent + lease + Duration::from_millis(100)).await;
+    proxy.heal();
+    assert!(
+        wait_until(Duration::from_secs(3), || get(&server, key).is_empty()).await,
         "the key is held by a token nobody guards: {} (PTTL {} ms)",
         get(&server, key),
         server.cli(&["PTTL", key])
