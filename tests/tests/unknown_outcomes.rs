@@ -389,3 +389,87 @@ async fn a_clean_up_whose_last_reply_comes_after_the_deadline_still_frees_a_try_
         server.cli(&["PTTL", key])
     );
 }
+
+/// Point 2 of issue 54 (a hand-off accepted after Redis restarted empty). A waiter is handed
+/// the lock, but the message is held in the network; Redis restarts without persistence and
+/// another client takes the free key; then the message arrives. It proves nothing about what
+/// Redis holds now: the waiter must not hold a guard while the other client holds the lock
+/// (its next try, on a reconnected lock connection, finds the key held). It gets the lock
+/// once the other client releases it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_off_heard_after_a_restart_without_persistence_is_not_taken_as_the_lock() {
+    init_tracing();
+    let mut server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port()).expect("proxy");
+    let key = "lock:hand-off-after-restart";
+    let holder = client(&server.url(), "pod-b");
+    // A long hand-off time (the command timeout) and no liveness renewal meanwhile: a waiter
+    // trusting the message would find its deadline far ahead and its identity alive.
+    let waiter = LockClient::builder()
+        .url(proxy.url())
+        .instance_id("pod-a")
+        .command_timeout(Duration::from_secs(10))
+        .liveness_ttl(Duration::from_secs(120))
+        .wait_backoff(Duration::from_millis(100), Duration::from_millis(500))
+        .build()
+        .expect("client");
+    warm_up(&waiter).await;
+    let held =
+        holder.acquire(key, LockOptions::new().lease(CLAIM_LEASE)).await.expect("the holder takes the lock");
+
+    // The waiter queues and subscribes (two tries); its third try pauses until resumed.
+    let mut third = test_hooks::arm(Point::BeforeWaiterTry, key, 3);
+    let mut wait = tokio::spawn(async move {
+        let taken = waiter.acquire(key, LockOptions::new().wait(WITHIN * 4)).await;
+        (taken, waiter)
+    });
+    assert!(
+        wait_until(WITHIN, || server.cli(&["LLEN", &schema::queue_key(key)]) == "1"
+            && !server
+                .cli(&["PUBSUB", "CHANNELS", &format!("{}*", schema::release_channel_prefix(key))])
+                .trim()
+                .is_empty())
+        .await,
+        "the waiter queues and subscribes"
+    );
+
+    // The hand-off's message is held; Redis restarts empty; another client takes the key.
+    proxy.set(Direction::ToClient, Fault::Blackhole);
+    let heard = proxy.stats().from_redis;
+    assert!(held.release().await.expect("release"), "the holder hands the lock over");
+    assert!(wait_until(WITHIN, || proxy.stats().from_redis > heard).await, "the hand-off is published");
+    server.restart_losing_data();
+    let other = client(&server.url(), "pod-c");
+    let taken =
+        other.try_lock(key, LockOptions::new().lease(CLAIM_LEASE)).await.expect("the free key is taken");
+    proxy.heal();
+
+    // The waiter hears the message and goes on to a try, which finds the key held.
+    tokio::select! {
+        done = &mut wait => {
+            let (got, _waiter) = done.expect("waiter task");
+            let got = got.map(|g| (g.token().to_owned(), g.is_held()));
+            panic!("the waiter took the hand-off as the lock: {got:?} while {} holds it", taken.token());
+        }
+        () = third.reached() => {}
+    }
+    third.resume();
+    tokio::select! {
+        done = &mut wait => {
+            let (got, _waiter) = done.expect("waiter task");
+            let got = got.map(|g| (g.token().to_owned(), g.is_held()));
+            panic!("two holders: the waiter got {got:?} while {} holds it", taken.token());
+        }
+        () = tokio::time::sleep(Duration::from_secs(2)) => {}
+    }
+    assert!(taken.is_held());
+    assert_eq!(get(&server, key).trim_end_matches(schema::QUEUED_MARK), taken.token());
+
+    // Released, the lock goes to the waiter.
+    assert!(taken.release().await.expect("release"));
+    let (got, _waiter) =
+        tokio::time::timeout(WITHIN * 2, wait).await.expect("the waiter gets the lock").expect("task");
+    let got = got.expect("the waiter gets the lock after the other client's release");
+    assert!(got.is_held());
+    assert_eq!(get(&server, key), got.token());
+}
