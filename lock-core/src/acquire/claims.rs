@@ -382,3 +382,20 @@ fn changed_nothing(reply: &ClaimReply, token: &str) -> bool {
         ClaimReply::NotRun | ClaimReply::Failed(_) => true,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_reply_that_changed_nothing_keeps_a_first_sends_clean_up() {
+        let token = "pod-a:abc:1";
+        assert!(!changed_nothing(&ClaimReply::Claimed, token));
+        assert!(!changed_nothing(&ClaimReply::Done(7), token), "a late first send finds the tick claimed");
+        assert!(!changed_nothing(&ClaimReply::Held(format!("{token}|w")), token), "the first send took it");
+        assert!(changed_nothing(&ClaimReply::Held("pod-b:def:2".into()), token));
+        assert!(changed_nothing(&ClaimReply::NotRun, token));
+        let refused = LockError::InvalidOptions("OOM".into());
+        assert!(changed_nothing(&ClaimReply::Failed(refused), token));
+    }
+}
