@@ -17,7 +17,12 @@
  *   OLD_FOUND_IS_CERTAIN         bug 3: give_up finding the token in the key ends any clean-up
  *   OLD_UNMARKED_HANDOFF         bug 4: acquire.lua hands a free key over without the |w mark
  *   OLD_LIST_TTL                 bug 5: a queue list recreated by RPUSH gets no expiry of its own
- * CFG (1..7) picks the clients, their operations, the fault budgets and the time bound; each
+ *   OLD_CLEANUP_REPLY_DEADLINE   cex7: a clean-up ends on a reply that comes after its deadline
+ *                                (or a failed give_up after it), whenever that give_up was sent
+ *   OLD_ACCEPT_MESSAGE           a waiter named by a release takes the lock on the message alone
+ *                                (accept_hand_off, first send + hand-off time; implied by
+ *                                OLD_QUEUED_SINCE, whose bug lived in that path)
+ * CFG (1..8) picks the clients, their operations, the fault budgets and the time bound; each
  * setting can also be given with -D (e.g. -DTMAX=6 -DB_CRASH=1).
  */
 
@@ -106,6 +111,20 @@
 #define C_ALL_FAULTS
 #define C_B_FAULTS 2
 #define C_TMAX 5
+#endif
+
+#if CFG == 8
+/* cex7: B's try_lock is left in the network; its clean-up's last give_up before the deadline
+ * runs before the late try lands and is answered after the deadline (a stall). */
+#define C_NC 1
+#define C_P00 OP_FF
+#define C_B_LATE 1
+#define C_B_STALL 1
+#define C_TMAX 4
+#endif
+
+#ifdef OLD_QUEUED_SINCE
+#define OLD_ACCEPT_MESSAGE
 #endif
 
 #ifdef C_ALL_FAULTS
@@ -337,6 +356,10 @@ bit  cu_wait[NT + 1];         /* it ran this tick: its next give_up at the next 
 byte cu_exp[NT + 1];          /* it stops once now >= cu_exp */
 byte cu_gen[NT + 1];          /* the connection(s) of the uncertain command(s) */
 byte cu_kind[NT + 1];
+bit  cu_out[NT + 1];          /* a give_up ran, its reply still to come */
+bit  cu_after[NT + 1];        /* ... it was sent at or after cu_exp */
+bit  cu_rheld[NT + 1];        /* ... it found the token (its reply, when it comes) */
+byte cu_ran[NT + 1];          /* ... the connection it went out on */
 /* the network: commands sent whose run is still to come */
 byte n_tok[NNET];
 byte n_kind[NNET];
@@ -727,10 +750,12 @@ inline check() {
 /* ================================================================== the clock */
 
 /* Time passes only when no live client that is not stalled has a step due now. */
-#define CUDUE(t) (cu[t] && !cu_wait[t])
+#define CUDUE(t) (cu[t] && !cu_wait[t] && !cu_out[t])   /* its next give_up is due */
+#define CUREP(t) (cu[t] && cu_out[t])                   /* its give_up's reply is due */
 #define URG(c) (alive[c] && !stalled[c] && (pc[c] == W_TRY || pc[c] == W_LISTEN || pc[c] == REL2 \
                 || (pc[c] == W_PAUSE && (wk[c] || now >= fbdue[c] || now >= dl[c])) \
-                || cf[c] != 0 || CUDUE(TOKEN(c, 0)) || CUDUE(TOKEN(c, 1))))
+                || cf[c] != 0 || CUDUE(TOKEN(c, 0)) || CUDUE(TOKEN(c, 1)) \
+                || CUREP(TOKEN(c, 0)) || CUREP(TOKEN(c, 1))))
 /* Nothing depends on absolute time: the clock starts with the first operation. */
 #define STARTED(c) (opi[c] > 0 || pc[c] != IDLE)
 #if NC == 1
@@ -840,7 +865,10 @@ inline w_clear(c) {
 
 inline g_clear(c) { gvu[c] = 0; glost[c] = 0 }
 
-inline cu_clear(t) { cu[t] = 0; cu_wait[t] = 0; cu_exp[t] = 0; cu_gen[t] = 0; cu_kind[t] = 0 }
+inline cu_clear(t) {
+  cu[t] = 0; cu_wait[t] = 0; cu_exp[t] = 0; cu_gen[t] = 0; cu_kind[t] = 0;
+  cu_out[t] = 0; cu_after[t] = 0; cu_rheld[t] = 0; cu_ran[t] = 0
+}
 
 /* Waiting::new: a new token, its slot registered */
 inline w_start(c) {
@@ -944,8 +972,10 @@ inline rel_done(c, lost) {
   g_clear(c); w_clear(c); op_done(c)
 }
 
-/* Releaser::abandon's verdict on a give_up (ok: answered; r_held: it found the token; ran:
- * the connection it ran on): done when certain, or once the lease is over */
+/* Releaser::abandon's verdict on a give_up's reply (ok: answered; r_held: it found the token;
+ * ran: the connection it ran on; cu_after: it was sent at or after the deadline): done when
+ * certain, or when a give_up sent at or after the deadline ran (cleanup_ends). The old logic
+ * looked at the clock when the reply came (or failed). */
 inline cu_decide(t, ok) {
   certain = (ok && (cu_kind[t] == K_ALL
                     || (cu_gen[t] != 0 && cu_gen[t] != MIXED && ran == cu_gen[t])
@@ -956,16 +986,29 @@ inline cu_decide(t, ok) {
                     ));
   if :: ok && r_held && !certain -> PROBE(16, "cleanup_found_token_not_certain") :: else -> skip fi;
   if :: ok && cu_gen[t] != 0 && cu_gen[t] != MIXED && ran == cu_gen[t] -> PROBE(17, "cleanup_certain_same_connection") :: else -> skip fi;
-  if :: !certain && now >= cu_exp[t] -> PROBE(18, "cleanup_ends_with_lease") :: else -> skip fi;
-  if :: !certain && now < cu_exp[t] -> PROBE(19, "cleanup_retries") :: else -> skip fi;
+#ifdef OLD_CLEANUP_REPLY_DEADLINE
+  found = (now >= cu_exp[t]);
+#else
+  found = (ok && cu_after[t]);
+#endif
+  if :: !certain && found -> PROBE(18, "cleanup_ends_with_lease") :: else -> skip fi;
+  if :: !certain && !found -> PROBE(19, "cleanup_retries") :: else -> skip fi;
+  if :: !certain && !found && !cu_after[t] && now >= cu_exp[t] -> PROBE(24, "cleanup_reply_after_deadline_goes_on") :: else -> skip fi;
+  cu_out[t] = 0; cu_after[t] = 0; cu_rheld[t] = 0; cu_ran[t] = 0;
   if
-  :: certain || now >= cu_exp[t] -> cu_clear(t)
-  :: else -> cu_wait[t] = 1
+  :: certain || found -> cu_clear(t)
+  /* past the deadline, the next give_up goes out at once after one that ran */
+  :: else -> cu_wait[t] = !(ok && now >= cu_exp[t])
   fi
 }
 
 #define ME (_pid - 1)
+#ifdef OLD_ACCEPT_MESSAGE
 #define ACCEPT_OK(c) (hd[c] && qs[c] != NONE && 4 * (qs[c] + H - D) >= 4 * now + H)
+#else
+/* the fix: a hand-off is taken only on the next try's reply (Waiting::pause) */
+#define ACCEPT_OK(c) 0
+#endif
 /* Waiting::pause returns (the fallback timer, or woken without a hand-off it accepts) and the
  * loop goes on to the next try_once: no await in between, so one step with the try. */
 #define PAUSE_EXIT(c) (pc[c] == W_PAUSE && (now >= fbdue[c] || (wk[c] && !ACCEPT_OK(c))))
@@ -1023,7 +1066,6 @@ end:
   /* ---- Waiting::pause: woken (Ticket::woken), handed: accept_hand_off takes the lock */
   :: d_step { alive[ME] && pc[ME] == W_PAUSE && wk[ME] && ACCEPT_OK(ME) ->
        printf("t=%d %c: woken, handed: accept_hand_off takes it, valid until %d\n", now, 65 + ME, qs[ME] + H - D);
-       PROBE(22, "handoff_accepted_without_round_trip");
        take(ME, qs[ME] + H - D);
        cf[ME] = tok[ME];                         /* confirm_hand_off */
        stalled[ME] = 0; check() }
@@ -1099,27 +1141,40 @@ end:
        printf("t=%d %c: confirm_hand_off: extend.lua says %d\n", now, 65 + ME, r_held);
        if
        :: pc[ME] == HOLD && tok[ME] == cf[ME] ->
-          if :: r_held -> gvu[ME] = (gvu[ME] > now + L - D -> gvu[ME] : now + L - D) :: else -> glost[ME] = 1; PROBE(23, "confirm_finds_guard_lost") fi
+          if :: r_held -> gvu[ME] = (gvu[ME] > now + L - D -> gvu[ME] : now + L - D) :: else -> glost[ME] = 1 fi
        :: else -> skip
        fi;
        cf[ME] = 0;
        stalled[ME] = 0; check() }
-  /* ---- its background clean-ups: give_up (abandon.lua), for each of its tokens */
+  /* ---- its background clean-ups: give_up (abandon.lua), for each of its tokens: sent and
+   * run in one step, its reply in another (any later step; time passes meanwhile only in a
+   * stall) */
   :: d_step { alive[ME] && CAN_SEND(ME) && CUDUE(T0) ->
-       abandon_lua(T0); ran = cg[ME];
+       abandon_lua(T0);
+       cu_out[T0] = 1; cu_after[T0] = (now >= cu_exp[T0]); cu_rheld[T0] = r_held; cu_ran[T0] = cg[ME];
+       printf("t=%d %c: clean-up of token %d: give_up runs (%d), its reply to come\n", now, 65 + ME, T0, r_held);
+       stalled[ME] = 0; check() }
+  :: d_step { alive[ME] && CAN_SEND(ME) && CUDUE(T1) ->
+       abandon_lua(T1);
+       cu_out[T1] = 1; cu_after[T1] = (now >= cu_exp[T1]); cu_rheld[T1] = r_held; cu_ran[T1] = cg[ME];
+       printf("t=%d %c: clean-up of token %d: give_up runs (%d), its reply to come\n", now, 65 + ME, T1, r_held);
+       stalled[ME] = 0; check() }
+  :: d_step { alive[ME] && CUREP(T0) ->
+       r_held = cu_rheld[T0]; ran = cu_ran[T0];
        printf("t=%d %c: clean-up of token %d: give_up says %d\n", now, 65 + ME, T0, r_held);
        cu_decide(T0, 1);
        stalled[ME] = 0; check() }
-  :: d_step { alive[ME] && CAN_SEND(ME) && CUDUE(T1) ->
-       abandon_lua(T1); ran = cg[ME];
+  :: d_step { alive[ME] && CUREP(T1) ->
+       r_held = cu_rheld[T1]; ran = cu_ran[T1];
        printf("t=%d %c: clean-up of token %d: give_up says %d\n", now, 65 + ME, T1, r_held);
        cu_decide(T1, 1);
        stalled[ME] = 0; check() }
-  :: d_step { alive[ME] && CAN_SEND(ME) && (CUDUE(T0) || CUDUE(T1)) && FAULT(b_lost) ->
+  :: d_step { alive[ME] && (CUREP(T0) || CUREP(T1)) && FAULT(b_lost) ->
        USE(b_lost);
-       tt = (CUDUE(T0) -> T0 : T1);
-       abandon_lua(tt); cg[ME]++;
-       printf("t=%d %c: clean-up of token %d: give_up ran (%d), its reply LOST\n", now, 65 + ME, tt, r_held);
+       tt = (CUREP(T0) -> T0 : T1);
+       if :: cu_ran[tt] == cg[ME] -> cg[ME]++ :: else -> skip fi;
+       r_held = 0; ran = 0;
+       printf("t=%d %c: clean-up of token %d: give_up's reply LOST\n", now, 65 + ME, tt);
        cu_decide(tt, 0);
        stalled[ME] = 0; check() }
   /* ---- faults */

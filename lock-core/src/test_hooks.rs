@@ -17,6 +17,9 @@ pub enum Point {
     /// A waiting acquisition, before it reads the clock for its next try (its first one
     /// included).
     BeforeWaiterTry,
+    /// A batched claim whose reply was lost, before it sends the claims again (the key of its
+    /// first claim).
+    BeforeClaimResend,
 }
 
 struct Armed {

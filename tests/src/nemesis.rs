@@ -406,7 +406,10 @@ struct Wipe {
 /// learns at its next renewal) while another client takes it anew. A lock taken *after* Redis
 /// is back is not part of that cost: the client checks its liveness key on reconnecting,
 /// before any command, so no lock carries a forgotten identity and none can be taken over
-/// while its holder lives. Overlaps with a hold taken before the restart, and job-ticks run
+/// while its holder lives. Hand-offs included: a waiter named by a release holds the lock only
+/// once its next try's reply confirms it, so a hand-off counts from that reply like any
+/// acquisition (the message alone, which may come after the restart, is never taken as the
+/// lock). Overlaps with a hold taken before the restart, and job-ticks run
 /// again, inside such a window are counted, not flagged; everything else is.
 fn wipe_windows(events: &[Event]) -> Vec<Wipe> {
     let allowed = u64::try_from((LIVENESS_TTL + WIPE_NOISE).as_micros()).unwrap_or(u64::MAX);

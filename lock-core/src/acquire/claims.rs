@@ -331,6 +331,10 @@ impl Core {
             && sent_at.elapsed() < shortest / 2
         {
             tracing::debug!(error = %crate::error::ErrorChain(e), claims = items.len(), "a batched claim's reply was lost; sending it again with the same tokens");
+            #[cfg(feature = "test-hooks")]
+            if let Some(first) = items.first() {
+                crate::test_hooks::pass(crate::test_hooks::Point::BeforeClaimResend, first.key).await;
+            }
             let again_at = Instant::now();
             for cleanup in &mut cleanups {
                 cleanup.sent_again(again_at, again);
@@ -349,13 +353,49 @@ impl Core {
                 return Err(e);
             }
         };
-        cleanups.into_iter().for_each(CleanupOnDrop::disarm);
         let mut out = Vec::with_capacity(items.len());
         for (call, reply) in calls.iter().zip(replies) {
             decode(reply, call.len(), &mut out);
         }
         // A short reply (it cannot happen) leaves its claims to the single path.
         out.resize_with(items.len(), || ClaimReply::NotRun);
+        for ((cleanup, item), reply) in cleanups.into_iter().zip(items).zip(&out) {
+            if changed_nothing(reply, &item.token) {
+                cleanup.answered_unchanged();
+            } else {
+                cleanup.disarm();
+            }
+        }
         Ok(out)
+    }
+}
+
+/// Whether `reply` (to the only try, or to the second try after a lost reply) says that try
+/// changed nothing of the lock, so that a first try still in flight may take it later: found
+/// held by another owner, refused with an error reply, or not run. A claim, a lock found
+/// holding the token (the first try claimed it) or a claimed tick leave nothing to clean up: a
+/// late first try finds the tick claimed and drops the lock it took (`claim_ticks.lua`).
+fn changed_nothing(reply: &ClaimReply, token: &str) -> bool {
+    match reply {
+        ClaimReply::Claimed | ClaimReply::Done(_) => false,
+        ClaimReply::Held(holder) => schema::unmarked(holder) != token,
+        ClaimReply::NotRun | ClaimReply::Failed(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_reply_that_changed_nothing_keeps_a_first_sends_clean_up() {
+        let token = "pod-a:abc:1";
+        assert!(!changed_nothing(&ClaimReply::Claimed, token));
+        assert!(!changed_nothing(&ClaimReply::Done(7), token), "a late first send finds the tick claimed");
+        assert!(!changed_nothing(&ClaimReply::Held(format!("{token}|w")), token), "the first send took it");
+        assert!(changed_nothing(&ClaimReply::Held("pod-b:def:2".into()), token));
+        assert!(changed_nothing(&ClaimReply::NotRun, token));
+        let refused = LockError::InvalidOptions("OOM".into());
+        assert!(changed_nothing(&ClaimReply::Failed(refused), token));
     }
 }

@@ -54,10 +54,27 @@ impl<'a> CleanupOnDrop<'a> {
         self.armed = false;
     }
 
-    /// The command failed with `e`: clean up only if the outcome is unknown (a server's
-    /// error reply means the command did nothing).
+    /// The last try's reply says that try changed nothing (the lock held by another owner, an
+    /// error reply, a redirect). Alone, that try ran and there is nothing to clean up. After a
+    /// second try, the first may still run, late, and take the lock then: its clean-up stays
+    /// armed as if it had been the only try (finding the token proves it ran, since the second
+    /// did not put it there), unless the second went out on the first's connection, where
+    /// Redis ran the first before it.
+    pub(crate) fn answered_unchanged(mut self) {
+        self.armed = match self.again.take() {
+            None => false,
+            Some((_, again)) => again.generation().is_none() || again.generation() != self.sent.generation(),
+        };
+    }
+
+    /// The command failed with `e`: clean up if the outcome is unknown; a server's error reply
+    /// means the last try did nothing ([`answered_unchanged`](Self::answered_unchanged)).
     pub(crate) fn failed(mut self, e: LockError) -> LockError {
-        self.armed = e.outcome_unknown();
+        if e.outcome_unknown() {
+            self.armed = true;
+        } else {
+            self.answered_unchanged();
+        }
         e
     }
 }

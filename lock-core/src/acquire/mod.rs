@@ -72,12 +72,10 @@ pub(crate) enum Attempt {
     TickDone(i64),
 }
 
-/// How a lock was taken: its fence, when the command that took it was sent, and how long the
-/// key is known to live from then (`None`: the lease).
+/// How a lock was taken: its fence, and when the command that took it (for its lease) was sent.
 pub(crate) struct Taken {
     pub(crate) fence: Option<u64>,
     pub(crate) sent_at: Instant,
-    pub(crate) valid_for: Option<Duration>,
     /// Earlier tries of the token that may still run (a waiter's, whose replies were lost).
     pub(crate) unsettled: Option<Unsettled>,
 }
@@ -85,7 +83,7 @@ pub(crate) struct Taken {
 impl Taken {
     /// Taken by a command whose reply said so: the key lives a lease from its send.
     pub(crate) fn by_reply(fence: Option<u64>, sent_at: Instant) -> Self {
-        Taken { fence, sent_at, valid_for: None, unsettled: None }
+        Taken { fence, sent_at, unsettled: None }
     }
 }
 
@@ -294,7 +292,7 @@ impl Core {
         options: &LockOptions,
         taken: Taken,
     ) -> LockGuard {
-        let Taken { fence, sent_at, valid_for, unsettled } = taken;
+        let Taken { fence, sent_at, unsettled } = taken;
         let LeaseOf { lease, watchdog } = self.lease_of(options);
         let key = target.key;
         let state = Arc::new(LockState::new(NewState {
@@ -306,7 +304,7 @@ impl Core {
             lease,
             at_least: options.at_least,
             sent_at,
-            valid_for: valid_for.unwrap_or(lease),
+            valid_for: lease,
             unsettled,
             identity: identity.clone(),
             metrics: self.metrics.of(key, target.hold),

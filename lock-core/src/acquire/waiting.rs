@@ -10,13 +10,11 @@ use tokio::time::Instant;
 use crate::acquire::{Attempt, Core, Taken, Target};
 use crate::conn::Sent;
 use crate::conn::wake_ups::Ticket;
-use crate::error::{LockError, LossReason, Result};
+use crate::error::{LockError, Result};
 use crate::held::liveness::Identity;
-use crate::held::state::LockState;
 use crate::held::unsettled::{Settles, Unsettled};
-use crate::options::{LockOptions, drift, millis};
+use crate::options::LockOptions;
 use crate::schema::acquire::Reply;
-use crate::schema::renewal::Renewal;
 
 /// Stands in for a wait bound too large to add to an `Instant`.
 const FOREVER: Duration = Duration::from_secs(60 * 60 * 24 * 365 * 30);
@@ -51,37 +49,6 @@ impl Core {
             }
         }
     }
-    /// Extends a lock (or permit, or hold) taken by hand-off to its lease (its renewal: only if
-    /// it is still the token's), in the background; a refusal means it was not ours after all:
-    /// lost.
-    fn confirm_hand_off(&self, state: Arc<LockState>) {
-        let (conn, watchdog) = (self.conn.clone(), self.watchdog.clone());
-        tokio::spawn(async move {
-            let Ok(lease) = millis(state.lease, "lease") else { return };
-            for attempt in 0..2 {
-                let invocation =
-                    Renewal { hold: state.hold, key: &state.key, token: &state.token, lease_ms: lease }
-                        .eval();
-                let sent_at = Instant::now();
-                match conn.invoke::<i64>(&invocation, || format!("confirming lock `{}`", state.key)).await {
-                    Ok(1) => return state.extend_from(sent_at),
-                    Ok(_) => {
-                        watchdog.unregister(state.id);
-                        state.mark_lost(LossReason::NotOwner);
-                        return;
-                    }
-                    Err(e) if attempt == 0 => {
-                        tracing::debug!(key = %state.key, error = %crate::error::ErrorChain(&e), "confirming a handed-over lock failed; retrying");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                    // The watchdog renews it at its next pass, if that comes in time.
-                    Err(e) => {
-                        tracing::warn!(key = %state.key, error = %crate::error::ErrorChain(&e), "confirming a handed-over lock failed")
-                    }
-                }
-            }
-        });
-    }
 }
 
 /// `d` scaled by a random factor in [0.75, 1.0), so waiters of different clients spread out.
@@ -112,8 +79,7 @@ struct Waiting<'a> {
     remaining: Option<Duration>,
     /// The last transient failure, reported if the bound passes before Redis comes back.
     last_error: Option<LockError>,
-    /// When the token's first try was sent, if one was: every hand-off to the token follows
-    /// it, whatever that try's reply (one whose reply was lost may have queued it).
+    /// When the token's first try was sent, if one was: before it, there is nothing to clean up.
     first_sent: Option<Instant>,
     /// Tries of the token whose replies were lost and that may still run.
     unsettled: Option<Unsettled>,
@@ -125,8 +91,6 @@ struct Waiting<'a> {
     done: bool,
     /// A try's reply put (or kept) this waiter in the queue.
     queued: bool,
-    /// The last wake-up was a release naming this waiter.
-    handed: bool,
 }
 
 /// What one try of a waiting acquisition leads to.
@@ -172,7 +136,6 @@ impl<'a> Waiting<'a> {
             in_flight_at: Instant::now(),
             done: false,
             queued: false,
-            handed: false,
         }
     }
 
@@ -188,47 +151,10 @@ impl<'a> Waiting<'a> {
                 // Newly subscribed: a hand-off may have been announced before.
                 continue;
             }
+            // Woken by a release naming this waiter or not, the next try decides: a hand-off
+            // is taken only on a reply (see `pause`).
             self.pause().await?;
-            if std::mem::take(&mut self.handed)
-                && let Some(attempt) = self.accept_hand_off()
-            {
-                return Ok(attempt);
-            }
         }
-    }
-
-    /// The release named this waiter: the key holds its token, set by a script that ran after
-    /// the token's first try was sent (a try queued it, whether or not its reply came), with
-    /// the hand-off time as expiry. So the key lives at least until that first send + the
-    /// hand-off time, whichever hand-off the message announced (a stale one included: a
-    /// wake-up can be heard after a later try was refused): the waiter goes ahead at once on
-    /// that deadline (no confirming round trip) and extends the key to its lease in the
-    /// background. A deadline counted from a later try would outlive a reservation that
-    /// lapsed before that try, while someone else took the key.
-    /// Fenced and tick-claiming waiters confirm with the script instead (it draws the fence,
-    /// claims the tick), as do waiters with a minimum hold and one whose deadline would be too
-    /// close to be worth it.
-    fn accept_hand_off(&mut self) -> Option<Attempt> {
-        // A minimum hold counts from the acquisition, which must then be known exactly.
-        let confirm_first = self.options.fencing || self.tick.is_some() || self.options.at_least.is_some();
-        if confirm_first || self.identity.is_dead() {
-            return None;
-        }
-        let since = self.first_sent?;
-        let handoff = self.core.config.handoff;
-        let valid_until = since + handoff.saturating_sub(drift(handoff));
-        if valid_until < Instant::now() + handoff / 4 {
-            return None;
-        }
-        // Done: the token is the guard's now (the drop clean-up needs it only when not done).
-        self.done = true;
-        let (target, token, options) = (self.target, std::mem::take(&mut self.token), self.options);
-        let taken =
-            Taken { fence: None, sent_at: since, valid_for: Some(handoff), unsettled: self.unsettled };
-        let guard = self.core.guard(target, token, &self.identity, options, taken);
-        guard.state().metrics.handoff();
-        self.core.confirm_hand_off(guard.state().clone());
-        Some(Attempt::Acquired(guard))
     }
 
     /// One scripted try with a ticket.
@@ -350,16 +276,21 @@ impl<'a> Waiting<'a> {
 
     /// Sleeps until the hand-off is announced, the fallback retry is due (jittered backoff,
     /// never later than the holder's remaining lease), or the wait bound passes.
+    ///
+    /// A release naming this waiter is not taken as the lock: the next try confirms it
+    /// (`acquire.lua` finds the key holding the token and extends it to the lease). The
+    /// message alone cannot tell whether Redis still holds what it announced: it may come
+    /// after Redis restarted without persistence (a message in flight, or heard just before
+    /// the restart and acted on after it), on a connection that sends no command and so
+    /// checks no liveness, while another client takes the free key. The try goes out on the
+    /// lock connection, whose reconnection renews (or declares dead) the identity first.
     async fn pause(&mut self) -> Result<()> {
         let (initial, max) = self.core.config.backoff;
         let fallback = jittered(self.backoff).min(self.remaining.unwrap_or(max));
         self.backoff = self.backoff.saturating_mul(2).min(max);
         let Some(ticket) = self.ticket.as_ref() else { return Ok(()) };
         tokio::select! {
-            handed = ticket.woken() => {
-                self.backoff = initial;
-                self.handed = handed;
-            }
+            _ = ticket.woken() => self.backoff = initial,
             () = tokio::time::sleep(fallback) => {}
             () = tokio::time::sleep_until(self.deadline) => return Err(self.timed_out()),
         }

@@ -277,16 +277,24 @@ impl Releaser {
             let expires = last_sent + lease;
             let mut pause = FIRST_RETRY;
             loop {
+                let sent_at = Instant::now();
                 let (held, ran_on) = releaser.give_up(&key, hold, &token).await;
                 if queued && held.as_ref().is_ok_and(|held| *held) {
                     // A reservation made for a waiter that had left, passed on at once.
                     telemetry::handoffs_unclaimed(&key, hold.label(), Unclaimed::WaiterLeft, 1);
                 }
-                let certain = held.is_ok_and(|held| settles.settled_by(held, ran_on));
-                if certain || Instant::now() >= expires {
+                if cleanup_ends(settles, &held, ran_on, sent_at, expires, lease) {
                     return;
                 }
-                tokio::time::sleep(pause.min(expires.saturating_duration_since(Instant::now()))).await;
+                // Never past the deadline, so that a give-up goes out right after it; past it,
+                // at once after a give-up that ran before it, the pause after one that failed.
+                let now = Instant::now();
+                let wait = match now.checked_duration_since(expires) {
+                    None => pause.min(expires - now),
+                    Some(_) if held.is_ok() => Duration::ZERO,
+                    Some(_) => pause,
+                };
+                tokio::time::sleep(wait).await;
                 pause = (pause * 2).min(slowest);
             }
         });
@@ -320,6 +328,29 @@ impl Releaser {
             }
             idle.await;
         }
+    }
+}
+
+/// Whether a clean-up (`Releaser::abandon`) ends after a give-up sent at `sent_at` that
+/// answered `held` on connection `ran_on`, the token's last command that may still run having
+/// been sent at `expires - lease`. It ends when that answer settles the token (`settles`), or
+/// when the give-up *went out* at or after `expires` and ran (it answered): it ran after every
+/// try that could still take the key within its lease (a try landing later is past its lease,
+/// the documented limit). The reply's time proves nothing: a give-up sent before `expires` may
+/// run just before a late try lands, and answer after `expires`. A failed give-up proves
+/// nothing either; past `expires + lease`, whatever a try that landed in time set has expired
+/// by itself, and the clean-up stops.
+fn cleanup_ends(
+    settles: Settles,
+    held: &Result<bool>,
+    ran_on: Option<u64>,
+    sent_at: Instant,
+    expires: Instant,
+    lease: Duration,
+) -> bool {
+    match held {
+        Ok(held) => settles.settled_by(*held, ran_on) || sent_at >= expires,
+        Err(_) => Instant::now() >= expires + lease,
     }
 }
 
@@ -374,4 +405,36 @@ pub(crate) struct Pending {
     pub(crate) lease: Duration,
     pub(crate) sent_at: Instant,
     pub(crate) reply: oneshot::Sender<Result<Value>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::LockError;
+    use crate::held::unsettled::Unsettled;
+
+    #[test]
+    fn a_clean_up_ends_by_the_send_of_its_give_up_not_its_reply() {
+        let lease = Duration::from_secs(10);
+        let now = Instant::now();
+        let expires = now + Duration::from_millis(1);
+        let past = now - Duration::from_secs(1);
+        let settles = Settles::After(Unsettled { since: past, on: Some(1) });
+        assert!(!cleanup_ends(settles, &Ok(false), Some(2), now, expires, lease), "sent before the deadline");
+        assert!(
+            cleanup_ends(settles, &Ok(false), Some(2), expires, expires, lease),
+            "sent at the deadline, ran"
+        );
+        assert!(cleanup_ends(settles, &Ok(false), Some(1), now, expires, lease), "ran after the try");
+        let failed = Err(LockError::InvalidOptions("lost".into()));
+        let long_ago = now - Duration::from_secs(30);
+        assert!(
+            !cleanup_ends(settles, &failed, None, expires, expires, lease),
+            "a failed give-up proves nothing"
+        );
+        assert!(
+            cleanup_ends(settles, &failed, None, long_ago, long_ago, lease),
+            "past the deadline and a lease"
+        );
+    }
 }
