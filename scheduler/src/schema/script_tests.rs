@@ -225,3 +225,59 @@ fn count_failure_counts_failed_slots_in_a_row_in_slot_order() {
     assert_eq!(server.cli(&["ZCARD", &outcomes]).trim(), "2");
     assert_eq!(server.cli(&["EXISTS", &pause]).trim(), "0");
 }
+
+#[test]
+fn take_retries_takes_each_entry_once_and_answers_a_resend_the_same() {
+    let (server, mut con) = start();
+    let retries = retries_key("g");
+    let member = retry_member("j", 1_000, 2);
+    server.cli(&["ZADD", &retries, "5", &member]);
+    let take = |con: &mut Connection, taker: &str| -> Vec<i64> {
+        TAKE_RETRIES
+            .key(&retries)
+            .key(retry_taken_key(&retries, &member))
+            .arg(taker)
+            .arg(60_000)
+            .arg(&member)
+            .invoke(con)
+            .expect("take_retries script")
+    };
+    assert_eq!(take(&mut con, "pod-a"), [1], "taken");
+    assert_eq!(server.cli(&["ZCARD", &retries]).trim(), "0", "removed");
+    assert_eq!(take(&mut con, "pod-a"), [1], "a resend after a lost reply: still pod-a's");
+    assert_eq!(take(&mut con, "pod-b"), [0], "nobody else's");
+    assert_eq!(server.cli(&["GET", &retry_taken_key(&retries, &member)]).trim(), "pod-a");
+    // Put back (its lock was held): taken again, by whoever comes first.
+    server.cli(&["ZADD", &retries, "6", &member]);
+    assert_eq!(take(&mut con, "pod-b"), [1]);
+    assert_eq!(take(&mut con, "pod-a"), [0]);
+}
+
+#[test]
+fn queue_backfill_queues_a_slot_once_unless_forced() {
+    let (server, mut con) = start();
+    let (retries, backfilled) = (retries_key("g"), backfilled_key("g"));
+    let queue = |con: &mut Connection, now: i64, force: &str| -> Vec<i64> {
+        QUEUE_BACKFILL
+            .key(&retries)
+            .key(&backfilled)
+            .arg(now)
+            .arg(60_000)
+            .arg(force)
+            .arg(retry_member("j", 1_000, BACKFILL_ATTEMPT))
+            .arg(backfill_request("j", 1_000))
+            .arg(retry_member("j", 2_000, BACKFILL_ATTEMPT))
+            .arg(backfill_request("j", 2_000))
+            .invoke(con)
+            .expect("queue_backfill script")
+    };
+    assert_eq!(queue(&mut con, 100_000, "0"), [1, 1]);
+    assert_eq!(server.cli(&["ZCARD", &retries]).trim(), "2");
+    // A concurrent (or later) request: refused, even once the entries were taken.
+    server.cli(&["DEL", &retries]);
+    assert_eq!(queue(&mut con, 100_001, "0"), [0, 0]);
+    assert_eq!(server.cli(&["EXISTS", &retries]).trim(), "0");
+    assert_eq!(queue(&mut con, 100_002, "1"), [1, 1], "forced");
+    // Past the memory of requests: queued again.
+    assert_eq!(queue(&mut con, 200_000, "0"), [1, 1]);
+}
