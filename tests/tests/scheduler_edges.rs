@@ -325,13 +325,14 @@ async fn a_run_that_could_not_be_counted_is_not_retried() {
     cmd(&client, &["HSET", &count_key, "not", "a counter"]).await;
     let starts: Starts = Arc::default();
     let starts_ = starts.clone();
-    let job = Job::with_context("once", "* * * * * *", move |ctx| {
+    // Slots 5 s apart, retried after 1 s: a retry would run before the next slot.
+    let job = Job::with_context("once", "*/5 * * * * *", move |ctx| {
         starts_.lock().expect("starts").push((ctx.tick(), ctx.attempt(), ctx.instance().to_owned()));
         async {}
     })
     .lock("lock:once")
     .max_runs(1)
-    .retry(RetryPolicy::attempts(3).base_delay(Duration::from_millis(1500)).jitter(0.0));
+    .retry(RetryPolicy::attempts(3).base_delay(Duration::from_secs(1)).jitter(0.0));
     let a = Scheduler::builder()
         .client(tests::harness::client(&server, "pod-a"))
         .job(job)
@@ -355,8 +356,8 @@ async fn a_run_that_could_not_be_counted_is_not_retried() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     cmd(&client, &["DEL", &count_key]).await;
-    // The next slot counts and runs; a retry of the uncounted slot (1.5 s later) would be a
-    // second body.
+    // The next slot (5 s later) counts and runs; a retry of the uncounted slot (1 s later)
+    // would be a second body.
     assert!(wait_until(Duration::from_secs(10), || !starts_of(&starts).is_empty()).await, "a slot ran");
     let _ = wait_until(Duration::from_secs(4), || starts_of(&starts).len() > 1).await;
     a.shutdown().await;
