@@ -225,6 +225,8 @@ impl SchedulerHandle {
         let now = Instant::now();
         // A grace too long to represent ("wait forever") waits for decades.
         let deadline = now.checked_add(self.shared.grace).unwrap_or_else(|| now + FOREVER);
+        // Before the timer hears it: every run started outside it until now is in its channel.
+        self.shared.stop_starts();
         self.state.send_replace(State::Stopping(deadline));
         let (exits, forced) = self.wait_for_timer(force).await;
         let mut report = ShutdownReport::default();

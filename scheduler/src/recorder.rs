@@ -46,9 +46,10 @@ pub(crate) struct Record {
     pub(crate) gave_up: bool,
     /// A backfill run of a past slot.
     pub(crate) backfill: bool,
-    /// Delete the job's count of failed slots in a row (a success of a job that pauses on
-    /// failure), in the same pipeline.
-    pub(crate) reset_failures: bool,
+    /// A success of a job that pauses on failure: its slot's outcome is added to the job's
+    /// final outcomes by slot ([`failures`](crate::failures)), which keep this many, in the same
+    /// pipeline.
+    pub(crate) success_kept: Option<u32>,
 }
 
 /// Most runs written in one pipeline.
@@ -229,7 +230,7 @@ fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) -> bool 
         retry_at,
         gave_up,
         backfill,
-        reset_failures,
+        success_kept,
     } = record;
     let Ok(key) = history_key(job) else { return false };
     let xadd = pipe.cmd("XADD").arg(&key);
@@ -296,8 +297,10 @@ fn add_record(pipe: &mut redis::Pipeline, record: &Record, renew: bool) -> bool 
         zrem.ignore();
         pipe.cmd("PEXPIRE").arg(&counts).arg(schema::FAILURES_TTL.as_millis() as u64).ignore();
     }
-    if *reset_failures && let Ok(failures) = schema::failure_streak_key(job) {
-        pipe.cmd("DEL").arg(failures).ignore();
+    if let Some(keep) = success_kept
+        && let Ok(outcomes) = schema::failure_streak_key(job)
+    {
+        crate::failures::add_success(pipe, &outcomes, *tick, *keep);
     }
     true
 }

@@ -128,7 +128,9 @@ pub struct RunReport {
     pub outcome: RunOutcome,
     /// When the scheduler's clock said the slot fired here.
     pub fired_at: DateTime<Utc>,
-    /// How long after its slot it fired (`fired_at - slot`), its jitter included.
+    /// How long after its slot its body started (the scheduler's clock), its jitter, the claim
+    /// grace a replica that was not preferred waited, and any wait for the lock included; for a
+    /// slot whose body did not start, how long after its slot it fired (`fired_at - slot`).
     pub lateness: Duration,
     /// The delay the job's jitter window ([`Job::jitter`](crate::job::Job::jitter)) gave this
     /// slot: the same on every replica. The start lag metric is `lateness - jitter`.

@@ -14,6 +14,8 @@ pub struct RunContext {
     pub(crate) instance: Arc<str>,
     /// 1 for the slot's first run, then 2, 3, ... for its retries ([`Job::retry`](crate::job::Job::retry)).
     pub(crate) attempt: u32,
+    /// Set when the body is called (the scheduler's clock), for the run's lateness.
+    pub(crate) began: Arc<std::sync::OnceLock<DateTime<Utc>>>,
 }
 
 impl RunContext {
@@ -33,8 +35,8 @@ impl RunContext {
     }
 
     /// The tick: the slot in epoch milliseconds, as claimed in Redis (`{<key>}:tick`) by the
-    /// slot's first attempt (attempt `n` claims `tick + n - 1`, so that each attempt is claimed
-    /// once).
+    /// slot's first attempt (a retry claims no tick: taking its entry from the group's pending
+    /// retries is what makes it run once).
     pub fn tick(&self) -> i64 {
         self.slot.timestamp_millis()
     }
@@ -43,11 +45,6 @@ impl RunContext {
     /// on (see [`Job::retry`](crate::job::Job::retry)). Always 1 for a job without a retry policy.
     pub fn attempt(&self) -> u32 {
         self.attempt
-    }
-
-    /// The tick this attempt claims: `tick() + attempt() - 1`.
-    pub(crate) fn claim_tick(&self) -> i64 {
-        self.tick() + i64::from(self.attempt.saturating_sub(1))
     }
 
     /// The instance id of the replica running it.

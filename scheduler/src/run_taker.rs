@@ -3,7 +3,9 @@
 //! is announced as it is written, and looks when told: one pipelined round trip whatever the
 //! number of jobs ([`schema::runs_key`], whether [`schema::jobs_key`] exists, the due retries and
 //! the next one's due time), then takes those for its jobs (one replica wins each:
-//! `take_run.lua`, `ZREM`) and runs them. It also looks when the next pending retry comes due,
+//! `take_run.lua`, `take_retries.lua`) and runs them; a take of retries whose reply was lost is
+//! sent again with the next look (it answers the same), so a taken retry is never left to
+//! nobody. It also looks when the next pending retry comes due,
 //! right after (re)subscribing, and every [`RUN_POLL`] in case a message was lost; and keeps the
 //! group's job registry current. The requests are made by
 //! [`control::run_now`](crate::control::run_now::run_now).
@@ -13,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{ErrorChain, Subscription, redis};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::command::{self, TIMEOUT};
@@ -22,7 +24,6 @@ use crate::retry::pending::{self, DUE_PER_POLL};
 use crate::run;
 use crate::run::replace;
 use crate::schema::{self, MEMBER_TTL, RUN_POLL, TAKE_RUN};
-use crate::shared::Command;
 use crate::shared::{JobEntry, Manual, Shared};
 use crate::state::State;
 
@@ -36,19 +37,20 @@ const RETRY_LOOK: Duration = Duration::from_millis(500);
 pub(crate) fn spawn_taker(
     shared: Arc<Shared>,
     mut state: watch::Receiver<State>,
-    timer: mpsc::UnboundedSender<Command>,
 ) -> tokio::task::JoinHandle<()> {
     let span = tracing::debug_span!(parent: None, "scheduler_run_requests", instance = %shared.instance);
     tokio::spawn(
         async move {
             let mut registered: BTreeSet<Arc<str>> = BTreeSet::new();
+            // Retries whose take did not answer: taken again with the next look.
+            let mut unsettled: Vec<String> = Vec::new();
             let mut failing = false;
             let mut subscription: Option<Subscription> = None;
             loop {
                 // Subscribed before looking: a request written after the subscription is heard,
                 // one written before is found by this look.
                 subscribe(&shared, &mut subscription).await;
-                let wait = match poll(&shared, &mut registered, &timer).await {
+                let wait = match poll(&shared, &mut registered, &mut unsettled).await {
                     Ok(next) => {
                         failing = false;
                         next
@@ -118,7 +120,7 @@ async fn subscribe(shared: &Shared, subscription: &mut Option<Subscription>) {
 async fn poll(
     shared: &Arc<Shared>,
     registered: &mut BTreeSet<Arc<str>>,
-    timer: &mpsc::UnboundedSender<Command>,
+    unsettled: &mut Vec<String>,
 ) -> Result<Duration, ControlError> {
     let (jobs_key, runs_key) = (shared.members.jobs_key(), shared.members.runs_key());
     let retries_key = shared.members.retries_key();
@@ -164,7 +166,11 @@ async fn poll(
             .await?;
         *registered = now;
     }
-    take_retries(shared, &jobs, &due, timer).await?;
+    if shared.is_stopping() {
+        // A stopping replica starts nothing: the other replicas take what is due.
+        return Ok(RUN_POLL);
+    }
+    take_retries(shared, &jobs, &due, unsettled).await?;
     for (name, stored) in requests {
         let Some(job) = jobs.iter().find(|j| *j.name == *name) else { continue };
         let Some((id, by, at_ms)) = schema::parse_run_request(&stored) else { continue };
@@ -176,10 +182,11 @@ async fn poll(
         if taken == 1 {
             tracing::info!(job = %name, request = id, by, "took a run-now request");
             let manual = Manual { id: id.into(), by: by.into(), at_ms };
-            let run = run::spawn_manual(shared, job, manual);
             // Waited for (or cancelled) at shutdown; if the timer is already gone, the run
             // goes on detached, as the shutdown it missed had nothing to wait for.
-            let _ = timer.send(Command::Adopt(job.clone(), run));
+            if !shared.start_outside_timer(job, || run::spawn_manual(shared, job, manual)) {
+                give_back_request(shared, &name, &stored).await;
+            }
         }
     }
     if due.len() >= DUE_PER_POLL {
@@ -193,16 +200,23 @@ async fn poll(
     Ok(until_next.map_or(RUN_POLL, |ms| Duration::from_millis(ms).min(RUN_POLL)))
 }
 
-/// Takes the due retries (`due`, as read) of this replica's jobs, all in one round trip, and
-/// runs those it took. Retries of jobs this replica does not have are left to the replicas
-/// that do.
+/// Takes the due retries (`due`, as read) of this replica's jobs, with those whose take did
+/// not answer before (`unsettled`), all in one round trip, and runs those it took. Retries of
+/// jobs this replica does not have are left to the replicas that do. If the take does not
+/// answer, its members are kept in `unsettled` for the next look.
 async fn take_retries(
     shared: &Arc<Shared>,
     jobs: &[Arc<JobEntry>],
     due: &[String],
-    timer: &mpsc::UnboundedSender<Command>,
+    unsettled: &mut Vec<String>,
 ) -> Result<(), ControlError> {
-    let ours: Vec<(&str, &Arc<JobEntry>, i64, u32)> = due
+    let mut asked: Vec<String> = std::mem::take(unsettled);
+    for member in due {
+        if !asked.contains(member) {
+            asked.push(member.clone());
+        }
+    }
+    let ours: Vec<(&str, &Arc<JobEntry>, i64, u32)> = asked
         .iter()
         .filter_map(|member| {
             let (name, tick, attempt) = schema::parse_retry_member(member)?;
@@ -214,18 +228,49 @@ async fn take_retries(
         return Ok(());
     }
     let members: Vec<&str> = ours.iter().map(|(member, ..)| *member).collect();
-    let taken = pending::take(&shared.client, shared.members.retries_key(), &members, TIMEOUT).await?;
+    let retries = shared.members.retries_key();
+    let taken = match pending::take(&shared.client, retries, &shared.instance, &members, TIMEOUT).await {
+        Ok(taken) => taken,
+        Err(e) => {
+            // It may have run: the same take, sent again with the next look, says which.
+            *unsettled = members.iter().map(|m| (*m).to_owned()).collect();
+            return Err(e);
+        }
+    };
     for ((_, job, tick, attempt), taken) in ours.into_iter().zip(taken) {
         let Some(slot) = chrono::DateTime::from_timestamp_millis(tick).filter(|_| taken) else { continue };
-        let run = if attempt == schema::BACKFILL_ATTEMPT {
-            tracing::info!(job = %job.name, tick, "took a backfill slot");
-            run::spawn_backfill(shared, job, slot)
-        } else {
-            tracing::info!(job = %job.name, tick, attempt, "took a due retry");
-            run::spawn_retry(shared, job, slot, attempt)
-        };
         // Waited for (or cancelled) at shutdown, as a "run now" run.
-        let _ = timer.send(Command::Adopt(job.clone(), run));
+        let started = shared.start_outside_timer(job, || {
+            if attempt == schema::BACKFILL_ATTEMPT {
+                tracing::info!(job = %job.name, tick, "took a backfill slot");
+                run::spawn_backfill(shared, job, slot)
+            } else {
+                tracing::info!(job = %job.name, tick, attempt, "took a due retry");
+                run::spawn_retry(shared, job, slot, attempt)
+            }
+        });
+        if !started {
+            // Stopping since the look: put back, due now, for another replica.
+            let (now, retries) = (shared.clock.now(), shared.members.retries_key());
+            if let Err(e) = pending::add(&shared.client, retries, &job.name, tick, attempt, now, now).await {
+                tracing::warn!(job = %job.name, tick, attempt, error = %ErrorChain(&e), "stopping: could not give a taken retry back; it is not run");
+            }
+        }
     }
     Ok(())
+}
+
+/// Gives back a run-now request taken while the scheduler started stopping (`stored`, as
+/// read), unless another was made meanwhile, and tells the group: another replica runs it.
+async fn give_back_request(shared: &Shared, job: &str, stored: &str) {
+    let mut pipe = redis::pipe();
+    pipe.cmd("HSETNX").arg(shared.members.runs_key()).arg(job).arg(stored).ignore();
+    pipe.cmd("PEXPIRE")
+        .arg(shared.members.runs_key())
+        .arg(schema::RUN_REQUEST_TTL.as_millis() as u64)
+        .ignore();
+    pending::announce(&mut pipe, &shared.client, shared.members.group(), "run");
+    if let Err(e) = command::query::<()>(&shared.client, "giving a run-now request back", &pipe).await {
+        tracing::warn!(job, error = %ErrorChain(&e), "stopping: could not give a run-now request back; it is not run");
+    }
 }

@@ -212,6 +212,7 @@ impl SchedulerBuilder {
                 recorder: Recorder::new(),
                 resync: std::sync::OnceLock::new(),
                 commands: std::sync::OnceLock::new(),
+                stopping: Mutex::new(false),
                 reports,
                 overrides: self.overrides,
                 states,
@@ -325,7 +326,7 @@ impl Scheduler {
         let started = truncate(self.shared.clock.now());
         self.shared.with_registry(|registry| registry.clone_from(&self.jobs));
         let _ = self.shared.commands.set(commands_tx.clone());
-        run_taker::spawn_taker(self.shared.clone(), state_rx.clone(), commands_tx.clone());
+        run_taker::spawn_taker(self.shared.clone(), state_rx.clone());
         let (resync_tx, resync_rx) = mpsc::unbounded_channel();
         let _ = self.shared.resync.set(resync_tx);
         let floors = first_floors(&self.shared, &self.jobs, started).await;

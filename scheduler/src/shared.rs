@@ -42,6 +42,9 @@ pub(crate) struct Shared {
     /// The timer's commands (set when it starts): runs started outside it are adopted through
     /// it, so that shutdown waits for them.
     pub(crate) commands: std::sync::OnceLock<mpsc::UnboundedSender<Command>>,
+    /// Set once the scheduler is told to stop: no run starts outside the timer from then on
+    /// ([`start_outside_timer`](Self::start_outside_timer)).
+    pub(crate) stopping: Mutex<bool>,
     pub(crate) reports: broadcast::Sender<RunReport>,
     /// The schedule overrides and state given to the builder, for jobs added at run time too.
     pub(crate) overrides: Overrides,
@@ -64,12 +67,32 @@ impl Shared {
         }
     }
 
-    /// Hands a run started outside the timer (a buffered slot) to the timer, which waits for it
-    /// (or cancels it) at shutdown; without a timer it goes on detached.
-    pub(crate) fn adopt(&self, job: &Arc<JobEntry>, run: Running) {
+    /// Starts a run outside the timer (a buffered slot, a taken retry, backfill slot or "run
+    /// now" request) with `spawn` and hands it to the timer, which waits for it (or cancels
+    /// it) at shutdown; without a timer it goes on detached. Once the scheduler is stopping,
+    /// nothing starts and `false` is returned. Under the lock [`stop_starts`](Self::stop_starts)
+    /// takes: a run started is in the timer's channel before the timer is told to stop, so the
+    /// shutdown waits for it and counts it.
+    pub(crate) fn start_outside_timer(&self, job: &Arc<JobEntry>, spawn: impl FnOnce() -> Running) -> bool {
+        let stopping = self.stopping.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *stopping {
+            return false;
+        }
+        let run = spawn();
         if let Some(tx) = self.commands.get() {
             let _ = tx.send(Command::Adopt(job.clone(), run));
         }
+        true
+    }
+
+    /// No run starts outside the timer from now on (the scheduler is stopping).
+    pub(crate) fn stop_starts(&self) {
+        *self.stopping.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+    }
+
+    /// Whether the scheduler was told to stop.
+    pub(crate) fn is_stopping(&self) -> bool {
+        *self.stopping.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Changes the registry under its lock.
@@ -111,7 +134,8 @@ impl Shared {
             Origin::Slot(attempt) => (attempt, None),
             Origin::Manual(by) => (&first, Some(by)),
         };
-        let lateness = (fired_at - slot).to_std().unwrap_or_default();
+        // To the body's start when it started: the claim grace and any wait for the lock count.
+        let lateness = (attempt.began.unwrap_or(fired_at) - slot).to_std().unwrap_or_default();
         // A slot's own jitter delays it on purpose: not part of its start lag.
         let jitter = if manual_by.is_none() && attempt.number <= 1 {
             job.jitter(slot).to_std().unwrap_or_default()
@@ -182,8 +206,11 @@ impl Shared {
                     retry_at: attempt.retry_at.map(|at| at.timestamp_millis()),
                     gave_up: attempt.gave_up,
                     backfill: attempt.backfill,
-                    // A success ends a run of failures (see `failures`).
-                    reset_failures: job.pause_after_failures.is_some() && *outcome == RunOutcome::Ran,
+                    // A success breaks a run of failed slots (see `failures`).
+                    success_kept: job
+                        .pause_after_failures
+                        .filter(|_| *outcome == RunOutcome::Ran)
+                        .map(crate::failures::kept),
                 })
                 .await;
         }
@@ -210,7 +237,7 @@ impl Shared {
                 retry_at: None,
                 gave_up: false,
                 backfill: false,
-                reset_failures: false,
+                success_kept: None,
             })
             .await;
     }
@@ -236,6 +263,9 @@ pub(crate) struct Attempt {
     pub(crate) gave_up: bool,
     /// A backfill run of a past slot ([`control::backfill`](crate::control::backfill::backfill)).
     pub(crate) backfill: bool,
+    /// When its body started (the scheduler's clock), if it did: its lateness is measured to
+    /// this, so waits before it (the claim grace, a held lock) count.
+    pub(crate) began: Option<DateTime<Utc>>,
 }
 
 impl Attempt {

@@ -327,8 +327,13 @@ impl Adapter {
             instance = %self.instance,
             lateness_ms = (now - slot).num_milliseconds(),
         );
-        let ctx =
-            RunContext { job: self.key.clone(), slot: local, instance: self.instance.clone(), attempt: 1 };
+        let ctx = RunContext {
+            job: self.key.clone(),
+            slot: local,
+            instance: self.instance.clone(),
+            attempt: 1,
+            began: Arc::default(),
+        };
         let body = AssertUnwindSafe((self.func)(ctx)).catch_unwind();
         let outcome =
             self.client.run_tick(&self.key, tick, self.options.clone(), body).instrument(span.clone()).await;

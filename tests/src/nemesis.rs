@@ -142,6 +142,12 @@ pub enum What {
     Failed { resource: String, reason: String },
     /// The scheduled job's body started for `tick`.
     Tick { tick: i64 },
+    /// The worker's scheduler reported its run of `tick` (that ran here) `ms` late
+    /// (`RunReport::lateness`).
+    Late { tick: i64, ms: u64 },
+    /// The worker was told to shut down (SIGTERM received), stamped before it asked its
+    /// scheduler to stop.
+    Shutdown,
     /// The test injected a fault on `target` (a worker, or `redis`), for `ms`.
     Fault { kind: String, target: String, ms: u64 },
 }
@@ -172,6 +178,8 @@ impl Event {
                 format!("{at_us} failed {resource} {}", reason.replace('\n', " "))
             }
             What::Tick { tick } => format!("{at_us} tick {tick}"),
+            What::Late { tick, ms } => format!("{at_us} late {tick} {ms}"),
+            What::Shutdown => format!("{at_us} shutdown"),
             What::Fault { kind, target, ms } => format!("{at_us} fault {kind} {target} {ms}"),
         }
     }
@@ -199,6 +207,8 @@ impl Event {
                 What::Failed { resource, reason: line.splitn(4, ' ').nth(3).unwrap_or("").to_owned() }
             }
             "tick" => What::Tick { tick: text()?.parse().ok()? },
+            "late" => What::Late { tick: text()?.parse().ok()?, ms: text()?.parse().ok()? },
+            "shutdown" => What::Shutdown,
             "fault" => What::Fault { kind: text()?, target: text()?, ms: text()?.parse().ok()? },
             _ => return None,
         };
@@ -266,6 +276,10 @@ pub struct Report {
     pub ticks: usize,
     /// Job-ticks whose slot was far from every fault: each had to run.
     pub ticks_due: usize,
+    /// Workers told to shut down.
+    pub shutdowns: usize,
+    /// Reported latenesses compared with their run's start.
+    pub lateness_checked: usize,
     /// The longest take-back measured (ms), by fault kind.
     pub take_back_ms: BTreeMap<String, u64>,
     /// The longest gap between two acquisitions of one resource (ms).
@@ -297,6 +311,7 @@ impl fmt::Display for Report {
         write!(f, "take-back max ms {:?}, longest gap {} ms; ", self.take_back_ms, self.longest_gap_ms)?;
         write!(f, "{} key samples, longest leftover {} ms; ", self.observations, self.longest_leftover_ms)?;
         write!(f, "{} lost to restarts without persistence; ", self.lost_to_wipes)?;
+        write!(f, "{} shutdowns, {} latenesses checked; ", self.shutdowns, self.lateness_checked)?;
         write!(f, "violations: {}", self.violations.len())
     }
 }
@@ -333,6 +348,8 @@ pub fn check(events: &[Event], store: &[StoreWrite], bounds: Bounds) -> Report {
     store_order(store, &holds, &mut report);
     ticks(events, &wiped, &mut report);
     missed_ticks(events, bounds, &mut report);
+    started_after_shutdown(events, &mut report);
+    lateness(events, &mut report);
     take_backs(events, &holds, bounds, &mut report);
     stalls(&holds, bounds, &mut report);
     orphans(events, &holds, bounds, &mut report);
@@ -383,7 +400,7 @@ fn holds(events: &[Event], report: &mut Report) -> Vec<Hold> {
             What::Failed { .. } => report.failed += 1,
             What::Fault { kind, .. } => *report.faults.entry(kind.clone()).or_default() += 1,
             What::Observed { .. } => report.observations += 1,
-            What::Tick { .. } => {}
+            What::Tick { .. } | What::Late { .. } | What::Shutdown => {}
         }
     }
     holds
@@ -620,6 +637,60 @@ fn ticks(events: &[Event], wipes: &[Wipe], report: &mut Report) {
     }
 }
 
+/// No run starts on a replica after it was told to shut down: a worker's job-tick stamped after
+/// its own `shutdown` event is a violation.
+fn started_after_shutdown(events: &[Event], report: &mut Report) {
+    let mut told: HashMap<&str, u64> = HashMap::new();
+    for e in events {
+        if e.what == What::Shutdown {
+            let at = told.entry(&e.who).or_insert(e.at_us);
+            *at = (*at).min(e.at_us);
+        }
+    }
+    report.shutdowns = told.len();
+    for e in events {
+        if let What::Tick { tick } = e.what
+            && let Some(&at) = told.get(e.who.as_str())
+            && e.at_us > at
+        {
+            report.violations.push(format!(
+                "job-tick {tick} started on {} {} ms after it was told to shut down",
+                e.who,
+                (e.at_us - at) / 1000
+            ));
+        }
+    }
+}
+
+/// How much the reported lateness may fall short of the start delay the worker measured: the
+/// two clock readings around the body's call.
+pub const LATENESS_SLACK_MS: i64 = 5;
+
+/// The lateness a replica reports for a run (`RunReport::lateness`, the start-lag metric) is at
+/// least the delay from the slot to its body's start, less [`LATENESS_SLACK_MS`]: a wait before
+/// the body (the claim grace, the lock) is never hidden.
+fn lateness(events: &[Event], report: &mut Report) {
+    let mut started: HashMap<(&str, i64), u64> = HashMap::new();
+    for e in events {
+        if let What::Tick { tick } = e.what {
+            started.entry((&e.who, tick)).or_insert(e.at_us);
+        }
+    }
+    for e in events {
+        let What::Late { tick, ms } = e.what else { continue };
+        let Some(&at_us) = started.get(&(e.who.as_str(), tick)) else { continue };
+        report.lateness_checked += 1;
+        let delay_ms = i64::try_from(at_us / 1000).unwrap_or(i64::MAX) - tick;
+        let reported = i64::try_from(ms).unwrap_or(i64::MAX);
+        if reported < delay_ms - LATENESS_SLACK_MS {
+            report.violations.push(format!(
+                "job-tick {tick} on {}: reported {reported} ms late, its body started {delay_ms} ms after its slot",
+                e.who
+            ));
+        }
+    }
+}
+
 /// Exactly once, the other half: every second's job-tick whose slot was at least
 /// [`Bounds::tick_quiet`] away from every fault (before it began, after it ended) must have
 /// run. Slots run from the first tick recorded to the last event of a worker, less the quiet
@@ -676,14 +747,16 @@ fn overlapping_faults(events: &[Event]) -> usize {
 
 /// The faults that cut a worker off from Redis or kill it.
 fn cuts_off(kind: &str) -> bool {
-    matches!(kind, "kill" | "partition" | "stop")
+    matches!(kind, "kill" | "shutdown" | "partition" | "stop")
 }
 
 fn take_backs(events: &[Event], holds: &[Hold], bounds: Bounds, report: &mut Report) {
     for e in events {
         let What::Fault { kind, target, ms } = &e.what else { continue };
         // A cut shorter than the TTL may end with the holder renewing: nothing to take back.
-        if !cuts_off(kind) || (kind != "kill" && Duration::from_millis(*ms) < LIVENESS_TTL) {
+        // A shut-down worker exits with its contending tasks' locks held, as a killed one.
+        let exits = matches!(kind.as_str(), "kill" | "shutdown");
+        if !cuts_off(kind) || (!exits && Duration::from_millis(*ms) < LIVENESS_TTL) {
             continue;
         }
         for h in holds.iter().filter(|h| &h.who == target && h.mode == Mode::Lock && h.acquired_us <= e.at_us)
@@ -753,7 +826,7 @@ fn orphans(events: &[Event], holds: &[Hold], bounds: Bounds, report: &mut Report
             continue;
         }
         let end = match kind.as_str() {
-            "kill" => u64::MAX,
+            "kill" | "shutdown" => u64::MAX,
             _ => e.at_us + ms * 1000 + slack_us + u64::try_from(LIVENESS_TTL.as_micros()).unwrap_or(0),
         };
         let who = (target != "redis").then_some(target.as_str());
@@ -1127,6 +1200,39 @@ mod tests {
     }
 
     #[test]
+    fn a_run_started_after_a_shutdown_and_a_hidden_start_lag_are_flagged() {
+        let after_shutdown = vec![
+            ev(1000, "a", What::Tick { tick: 1000 }),
+            ev(1500, "a", What::Shutdown),
+            ev(2000, "a", What::Tick { tick: 2000 }),
+            ev(2001, "b", What::Tick { tick: 3000 }),
+        ];
+        let found = violations(&after_shutdown);
+        assert!(
+            found.iter().any(|v| v.contains("job-tick 2000 started on a 500 ms after it was told")),
+            "{found:?}"
+        );
+        assert!(
+            !found.iter().any(|v| v.contains("job-tick 1000 started") || v.contains("on b ")),
+            "{found:?}"
+        );
+        // A run started 600 ms after its slot (the claim grace waited): reported 598 ms late is
+        // within the slack, 1 ms late hides the grace.
+        let late =
+            |ms| vec![ev(1600, "a", What::Tick { tick: 1000 }), ev(1601, "a", What::Late { tick: 1000, ms })];
+        assert!(
+            !violations(&late(598)).iter().any(|v| v.contains("reported")),
+            "{:?}",
+            violations(&late(598))
+        );
+        let found = violations(&late(1));
+        assert!(
+            found.iter().any(|v| v.contains("reported 1 ms late, its body started 600 ms after")),
+            "{found:?}"
+        );
+    }
+
+    #[test]
     fn events_round_trip_through_their_line() {
         let whats = [
             What::Acquired {
@@ -1143,6 +1249,8 @@ mod tests {
             What::Cancelled { resource: "r".into() },
             What::Failed { resource: "r".into(), reason: "the wait ran out".into() },
             What::Tick { tick: -3 },
+            What::Late { tick: 5, ms: 513 },
+            What::Shutdown,
             What::Fault { kind: "delay".into(), target: "w1-0".into(), ms: 400 },
         ];
         for what in whats {

@@ -1,8 +1,8 @@
 //! The nemesis: several replica processes contend for locks, a semaphore and a read-write lock,
 //! write to a fenced store and run a scheduled job, while a seeded schedule injects faults:
 //! partitions, late replies, lossy links and connection resets between a replica and Redis (a
-//! [`FaultProxy`] per replica), SIGSTOP/SIGCONT and kill -9 of replicas (a killed one is
-//! replaced), Redis restarts from its append-only file and Redis frozen (SIGSTOP), and the
+//! [`FaultProxy`] per replica), SIGSTOP/SIGCONT, kill -9 and SIGTERM (a graceful shutdown) of
+//! replicas (a killed or stopped one is replaced), Redis restarts from its append-only file and Redis frozen (SIGSTOP), and the
 //! faults of one command: a reply lost (the command runs, its connection's replies are held
 //! until the client drops it) and a command held in the network past its timeout that lands
 //! late, on a connection the client dropped. Impatient callers are built into the workers. The
@@ -59,7 +59,7 @@ const SETTLE: Duration = Duration::from_secs(5);
 /// How often the test samples the locks' keys.
 const SAMPLE_EVERY: Duration = Duration::from_millis(25);
 /// Every kind of fault the schedule injects; each run injects each at least once.
-const FAULT_KINDS: [&str; 12] = [
+const FAULT_KINDS: [&str; 13] = [
     "partition",
     "clock-step",
     "delay",
@@ -67,6 +67,7 @@ const FAULT_KINDS: [&str; 12] = [
     "reset",
     "stop",
     "kill",
+    "shutdown",
     "redis-restart",
     nemesis::WIPE,
     "redis-pause",
@@ -401,6 +402,31 @@ impl Run {
                 drop(std::mem::replace(&mut self.workers[w], fresh));
                 true
             }
+            "shutdown" => {
+                // SIGTERM: the worker stamps `shutdown`, stops its scheduler (which must start
+                // nothing from then on) and exits; it is replaced, as a killed one is. Its
+                // contending tasks end with the process, their locks left to expire.
+                self.record(kind, &target, 0);
+                self.workers[w].signal("-TERM");
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+                while self.workers[w].child.try_wait().ok().flatten().is_none()
+                    && tokio::time::Instant::now() < deadline
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                self.generation += 1;
+                let instance = format!("w{w}-{}", self.generation);
+                let fresh = Worker::spawn(
+                    &self.redis,
+                    &self.store_addr,
+                    instance,
+                    rng.next_u64(),
+                    self.mode,
+                    &self.sink,
+                );
+                drop(std::mem::replace(&mut self.workers[w], fresh));
+                true
+            }
             "redis-restart" => {
                 let down = rng.range(100, 800);
                 self.record(kind, "redis", down);
@@ -565,6 +591,8 @@ async fn run_schedule(seed: u64, secs: u64) {
     assert!(report.ticks > 0, "the job never ran: {report}");
     assert!(report.ticks_due > 0, "no job-tick was away from every fault: nothing checked it ran: {report}");
     assert!(report.observations > 0, "the locks' keys were never sampled: {report}");
+    assert!(report.shutdowns > 0, "no worker was told to shut down: {report}");
+    assert!(report.lateness_checked > 0, "no reported lateness was checked: {report}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,20 +3,26 @@
 //!
 //! The slots are queued in the group's pending retries ([`schema::retries_key`], attempt
 //! [`BACKFILL_ATTEMPT`](schema::BACKFILL_ATTEMPT)): each replica takes some with its next poll,
-//! one replica each (`ZREM`), and runs it under the job's lock without claiming its tick (the
-//! claimed tick has moved past it). Each run is recorded in the job's history with
-//! `backfill = 1`. A slot the history shows already ran is refused unless forced.
+//! one replica each (`take_retries.lua`), and runs it under the job's lock without claiming its
+//! tick (the claimed tick has moved past it). Each run is recorded in the job's history with
+//! `backfill = 1`. A slot the history shows already ran is refused unless forced, and so is one
+//! queued for backfill in the last [`RETRY_TTL`] (`queue_backfill.lua` checks and queues in one
+//! step, so two concurrent requests do not both queue a slot). A backfill run that finds, once
+//! it holds the job's lock, an entry of the slot's own run written after the request (the run
+//! was in flight when the request read the history) does not start its body.
 
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use lock_core::{LockClient, redis};
 
-use crate::command::query;
-use crate::control::history::history;
+use crate::command::{TIMEOUT, query, run_script};
+use crate::control::history::{HistoryEntry, history};
 use crate::error::ControlError;
 use crate::schedule::Schedule;
-use crate::schema::{self, BACKFILL_ATTEMPT, HISTORY_LEN, MAX_BACKFILL, RETRY_TTL, job_name_problem};
+use crate::schema::{
+    self, BACKFILL_ATTEMPT, HISTORY_LEN, MAX_BACKFILL, QUEUE_BACKFILL, RETRY_TTL, job_name_problem,
+};
 
 /// What a [`backfill`] queued and refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +34,9 @@ pub struct Backfill {
     pub group: String,
     /// The slots queued to run, oldest first.
     pub queued: Vec<DateTime<Utc>>,
-    /// The slots not queued because they already ran (the history says so), oldest first.
+    /// The slots not queued, oldest first: they already ran (the history says so), or, unless
+    /// forced, a backfill of them was queued in the last [`RETRY_TTL`] (by a concurrent request,
+    /// say).
     pub refused: Vec<DateTime<Utc>>,
 }
 
@@ -86,32 +94,42 @@ pub async fn backfill(
             .map(|e| e.tick)
             .collect()
     };
-    let (refused, queued): (Vec<_>, Vec<_>) =
+    let (mut refused, candidates): (Vec<_>, Vec<_>) =
         slots.into_iter().partition(|slot| ran.contains(&slot.timestamp_millis()));
-    if !queued.is_empty() {
-        let key = schema::retries_key(&group);
-        let mut pipe = redis::pipe();
-        let zadd = pipe.cmd("ZADD").arg(&key);
-        for slot in &queued {
-            zadd.arg(now.timestamp_millis()).arg(schema::retry_member(
-                job,
-                slot.timestamp_millis(),
-                BACKFILL_ATTEMPT,
-            ));
+    let mut queued = Vec::new();
+    if !candidates.is_empty() {
+        // Checked and queued in one step: a concurrent request (or an earlier one whose runs
+        // have not ended) does not queue a slot again.
+        let mut invocation = QUEUE_BACKFILL.key(schema::retries_key(&group));
+        invocation
+            .key(schema::backfilled_key(&group))
+            .arg(now.timestamp_millis())
+            .arg(RETRY_TTL.as_millis() as u64)
+            .arg(if force { "1" } else { "0" });
+        for slot in &candidates {
+            let tick = slot.timestamp_millis();
+            invocation
+                .arg(schema::retry_member(job, tick, BACKFILL_ATTEMPT))
+                .arg(schema::backfill_request(job, tick));
         }
-        zadd.ignore();
-        let ttl = RETRY_TTL.as_millis() as u64;
-        pipe.cmd("PEXPIRE").arg(&key).arg(ttl).arg("NX").ignore();
-        pipe.cmd("PEXPIRE").arg(&key).arg(ttl).arg("GT").ignore();
-        crate::retry::pending::announce(&mut pipe, client, &group, "retry");
+        let mut announce = redis::pipe();
+        crate::retry::pending::announce(&mut announce, client, &group, "retry");
         // The group found by the admin reads as long as its retries last: its own request (the
         // index is on another Cluster slot), sent concurrently.
         let mut index = redis::pipe();
         crate::index::add_group(&mut index, &group, RETRY_TTL);
-        tokio::try_join!(
-            query::<()>(client, "queueing a backfill", &pipe),
+        let (answers, ()) = tokio::try_join!(
+            run_script::<Vec<i64>>(client, "queueing a backfill", &QUEUE_BACKFILL, &invocation, TIMEOUT),
             crate::index::send(client, "indexing a group's retries", &index)
         )?;
+        for (slot, answer) in candidates.into_iter().zip(answers) {
+            if answer == 1 { queued.push(slot) } else { refused.push(slot) }
+        }
+        refused.sort();
+        if !queued.is_empty() {
+            // After the write (same connection, in order): a replica told of it finds it.
+            query::<()>(client, "announcing a backfill", &announce).await?;
+        }
     }
     Ok(Backfill { job: job.to_owned(), group, queued, refused })
 }
@@ -145,4 +163,53 @@ async fn registered(
         return Ok((group.to_owned(), schedule));
     }
     Err(ControlError::UnknownJob { job: job.to_owned() })
+}
+
+/// Most history entries a backfill run reads to find its slot's own run ended after the
+/// request ([`ran_since_request`]).
+const RAN_SINCE_READ: usize = 200;
+
+/// Whether slot `tick` of `job` (lock `lock_key`) ran on its own while a backfill of it was
+/// queued in `group`, so that the backfill run must not start its body: its own run (not a
+/// backfill, not a manual run) has an entry recorded after the request (it was in flight when
+/// the request read the history), or the slot is the job's last claimed tick and its own run
+/// has no entry yet (it ended a moment ago, its entry not yet written). Read by the backfill
+/// run once it holds the job's lock. `false` when the slot was not queued by a request (a
+/// buffered slot handed over at shutdown). Two round trips: the request's time with the last
+/// claimed tick, then the latest history entries.
+pub(crate) async fn ran_since_request(
+    client: &LockClient,
+    group: &str,
+    job: &str,
+    lock_key: Option<&str>,
+    tick: i64,
+) -> Result<bool, ControlError> {
+    let mut request = redis::pipe();
+    request.cmd("ZSCORE").arg(schema::backfilled_key(group)).arg(schema::backfill_request(job, tick));
+    // Another Cluster slot: its own read, sent concurrently. A job whose fn takes its own lock:
+    // its tick key is not known here.
+    let read_last = async {
+        let Some(key) = lock_key else { return Ok((None,)) };
+        let mut pipe = redis::pipe();
+        pipe.cmd("GET").arg(lock_core::schema::tick_key(key));
+        query::<(Option<String>,)>(client, "reading the last claimed tick", &pipe).await
+    };
+    let ((requested,), (last,)) =
+        tokio::try_join!(query::<(Option<f64>,)>(client, "reading a backfill request", &request), read_last)?;
+    let Some(requested) = requested.map(|ms| ms as i64) else { return Ok(false) };
+    let entries = history(client, job, RAN_SINCE_READ).await?;
+    let own: Vec<&HistoryEntry> = entries
+        .iter()
+        .filter(|e| {
+            e.tick == tick
+                && e.manual_by.is_none()
+                && !e.backfill
+                && matches!(e.outcome.as_str(), "ran" | "failed" | "timed out" | "cancelled" | "replaced")
+        })
+        .collect();
+    let after_request = own.iter().any(|e| {
+        e.id.split('-').next().and_then(|ms| ms.parse::<i64>().ok()).is_some_and(|ms| ms >= requested)
+    });
+    let claimed = last.and_then(|t| t.parse::<i64>().ok()) == Some(tick);
+    Ok(after_request || (claimed && own.is_empty()))
 }

@@ -10,9 +10,12 @@
 //! now" request or retry, and reads the due retries and the next one's due time in that same
 //! pipeline, so it wakes when the next retry comes due (or within
 //! [`RUN_POLL`](crate::schema::RUN_POLL) if the announcement was lost). A due retry is taken with a
-//! `ZREM` (one replica gets 1, one round trip for all the retries due in that look), then runs
-//! like a slot, under the job's lock, claiming tick `slot + attempt - 1` so that an attempt runs
-//! at most once even if two replicas took it.
+//! script that removes it and marks it taken by the caller in one step (`take_retries.lua`: one
+//! replica gets it, one round trip for all the retries due in that look; a take whose reply was
+//! lost is sent again with the next look and answers the same), then runs
+//! like a slot, under the job's lock. Taking the entry is the attempt's claim: it claims nothing
+//! on the job's tick line, which only the slots' first attempts claim (a retry that comes due
+//! after the next slot claimed its tick still runs).
 
 pub(crate) mod pending;
 pub(crate) mod policy;

@@ -1,14 +1,14 @@
 //! The pending retries of a scheduler group in Redis ([`schema::retries_key`]): added by the
 //! replica whose attempt failed (and announced on the group's channel, so every replica learns
-//! when it is due), read by the replicas' looks for "run now" requests, taken (once) by a
-//! `ZREM`.
+//! when it is due), read by the replicas' looks for "run now" requests, taken (once) by
+//! `take_retries.lua`.
 
 use chrono::{DateTime, Utc};
 use lock_core::{LockClient, redis};
 
 use crate::command::{self, query};
 use crate::error::ControlError;
-use crate::schema::{self, RETRY_TTL};
+use crate::schema::{self, RETRY_TAKEN_TTL, RETRY_TTL, TAKE_RETRIES};
 
 /// Most due retries a replica reads in one look (it looks again at once when it read this
 /// many).
@@ -80,21 +80,29 @@ pub(crate) fn read_due(pipe: &mut redis::Pipeline, retries: &str, now: DateTime<
         .arg(1);
 }
 
-/// Takes the retries `members` (as read): per member, whether this replica took it. Each is
-/// taken by at most one replica (`ZREM` answers 1 to one caller only); one round trip for all.
+/// Takes the retries `members` (as read) for `taker` (this replica's instance id): per member,
+/// whether this replica has it. Each is taken by at most one replica (`take_retries.lua`
+/// removes it and marks it taken in one step); sent again after a lost reply, it answers the
+/// same. One round trip for all.
 pub(crate) async fn take(
     client: &LockClient,
     retries: &str,
+    taker: &str,
     members: &[&str],
     timeout: std::time::Duration,
 ) -> Result<Vec<bool>, ControlError> {
     if members.is_empty() {
         return Ok(Vec::new());
     }
-    let mut pipe = redis::pipe();
+    let mut invocation = TAKE_RETRIES.key(retries);
     for member in members {
-        pipe.cmd("ZREM").arg(retries).arg(*member);
+        invocation.key(schema::retry_taken_key(retries, member));
     }
-    let removed: Vec<i64> = command::query_within(client, "taking due retries", &pipe, timeout).await?;
-    Ok(removed.into_iter().map(|n| n == 1).collect())
+    invocation.arg(taker).arg(RETRY_TAKEN_TTL.as_millis() as u64);
+    for member in members {
+        invocation.arg(*member);
+    }
+    let taken: Vec<i64> =
+        command::run_script(client, "taking due retries", &TAKE_RETRIES, &invocation, timeout).await?;
+    Ok(taken.into_iter().map(|n| n == 1).collect())
 }

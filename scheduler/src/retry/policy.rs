@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use crate::spread;
 
-/// Most attempts a policy may make: attempt `n` of a slot claims tick `slot + n - 1` (epoch
-/// ms), which must stay below the next slot (slots are whole seconds apart at least).
+/// Most attempts a policy may make.
 pub const MAX_ATTEMPTS: u32 = 100;
 
 /// Retries of a failed run with exponential backoff, for [`Job::retry`](crate::job::Job::retry).

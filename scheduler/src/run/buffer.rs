@@ -9,7 +9,9 @@ use lock_core::redis;
 
 use crate::command::{self, query};
 use crate::pause_check::PauseCheck;
-use crate::schema::{self, BUFFERED_TTL};
+use crate::report::RunOutcome;
+use crate::retry::pending;
+use crate::schema::{self, BACKFILL_ATTEMPT, BUFFERED_TTL};
 use crate::shared::{JobEntry, Shared};
 
 use super::Start;
@@ -49,7 +51,7 @@ pub(crate) async fn buffer_slot(
     let lock = job.lock.as_ref()?;
     let (first, free) = buffer(shared, job, &lock.key, slot.timestamp_millis()).await?;
     if free {
-        start(shared, job, slot);
+        start(shared, job, slot).await;
     }
     Some(first)
 }
@@ -70,15 +72,48 @@ pub(crate) async fn run_buffered(shared: &Arc<Shared>, job: &Arc<JobEntry>, tick
         };
     if let Some(slot) = buffered.filter(|b| *b > tick).and_then(DateTime::from_timestamp_millis) {
         tracing::info!(buffered = slot.timestamp_millis(), "running the slot buffered behind this run");
-        start(shared, job, slot);
+        start(shared, job, slot).await;
     }
 }
 
 /// Starts `slot` of `job` now, on this replica (a buffered slot): its pause flag checked, its
-/// tick claimed with the job's lock, the run adopted by the timer for shutdown.
-pub(crate) fn start(shared: &Arc<Shared>, job: &Arc<JobEntry>, slot: DateTime<chrono::Utc>) {
-    let (answer, pause) = PauseCheck::pending();
-    PauseCheck::answer(answer, shared.client.clone(), vec![job.name.clone()]);
-    let running = super::spawn(shared, job, slot, shared.clock.now(), Start::Single(pause));
-    shared.adopt(job, running);
+/// tick claimed with the job's lock, the run adopted by the timer for shutdown. Once the
+/// scheduler is stopping nothing starts here: the slot is handed to the group's other replicas
+/// ([`hand_over`]).
+pub(crate) async fn start(shared: &Arc<Shared>, job: &Arc<JobEntry>, slot: DateTime<chrono::Utc>) {
+    let started = shared.start_outside_timer(job, || {
+        let (answer, pause) = PauseCheck::pending();
+        PauseCheck::answer(answer, shared.client.clone(), vec![job.name.clone()]);
+        super::spawn(shared, job, slot, shared.clock.now(), Start::Single(pause))
+    });
+    if !started {
+        hand_over(shared, job, slot).await;
+    }
+}
+
+/// A buffered `slot` of `job` this replica may not start (it is stopping): added to the group's
+/// pending entries as a backfill slot due now, which one other replica takes and runs under the
+/// job's lock (once the run holding it ends). If that write fails the slot is reported and
+/// recorded as missed: it did not run.
+async fn hand_over(shared: &Arc<Shared>, job: &Arc<JobEntry>, slot: DateTime<chrono::Utc>) {
+    let (now, retries) = (shared.clock.now(), shared.members.retries_key());
+    let tick = slot.timestamp_millis();
+    match pending::add(&shared.client, retries, &job.name, tick, BACKFILL_ATTEMPT, now, now).await {
+        Ok(()) => tracing::info!(
+            job = %job.name,
+            buffered = tick,
+            "shutting down: the slot buffered behind the run was handed to the group's other replicas"
+        ),
+        Err(e) => {
+            tracing::warn!(
+                job = %job.name,
+                buffered = tick,
+                error = %lock_core::ErrorChain(&e),
+                "shutting down: the slot buffered behind the run could not be handed over; it is not run"
+            );
+            let outcome = RunOutcome::Missed(1);
+            shared.record(job, slot, &outcome, std::time::Duration::ZERO).await;
+            shared.report(job, slot, now, outcome, std::time::Duration::ZERO);
+        }
+    }
 }

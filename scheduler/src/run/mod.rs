@@ -46,6 +46,11 @@ pub(crate) enum Start {
     /// claim: a retry of an [`Overlap::Allow`] job, which runs once because one replica took it.
     Unclaimed(PauseCheck),
     /// `pause` answers whether the job is paused; then the job runs under its lock without a
+    /// tick claim: a retry (attempt 2 and up), which runs once because one replica took its
+    /// `(slot, attempt)` entry from the group's pending retries (`take_retries.lua`). It claims
+    /// nothing on the job's tick line, where a later slot's claim would make it look done.
+    Retry(PauseCheck),
+    /// `pause` answers whether the job is paused; then the job runs under its lock without a
     /// tick claim: a backfill run, which runs once because one replica took it.
     Backfill(PauseCheck),
 }
@@ -80,8 +85,8 @@ pub(crate) fn spawn(
 }
 
 /// Spawns attempt `attempt` (2 and up) of `slot` of `job`, a retry this replica took from the
-/// group's pending retries: checked against the pause flag, then run like a slot's run,
-/// claiming its own tick ([`RunContext::claim_tick`]) in its first locked section.
+/// group's pending retries: checked against the pause flag, then run like a slot's run under
+/// the job's lock, claiming no tick (taking the retry's entry was its claim: [`Start::Retry`]).
 pub(crate) fn spawn_retry(
     shared: &Arc<Shared>,
     job: &Arc<JobEntry>,
@@ -90,7 +95,7 @@ pub(crate) fn spawn_retry(
 ) -> Running {
     let (answer, pause) = PauseCheck::pending();
     PauseCheck::answer(answer, shared.client.clone(), vec![job.name.clone()]);
-    let start = if job.overlap == Overlap::Allow { Start::Unclaimed(pause) } else { Start::Single(pause) };
+    let start = if job.overlap == Overlap::Allow { Start::Unclaimed(pause) } else { Start::Retry(pause) };
     spawn_attempt(shared, job, slot, shared.clock.now(), start, attempt)
 }
 
@@ -122,7 +127,13 @@ fn spawn_attempt(
         outcome = tracing::field::Empty,
         duration_ms = tracing::field::Empty,
     );
-    let ctx = RunContext { job: job.name.clone(), slot: local, instance: shared.instance.clone(), attempt };
+    let ctx = RunContext {
+        job: job.name.clone(),
+        slot: local,
+        instance: shared.instance.clone(),
+        attempt,
+        began: Arc::default(),
+    };
     let (shared_, job_) = (shared.clone(), job.clone());
     let handle = tokio::spawn(
         async move {
@@ -184,6 +195,20 @@ impl Drop for RunningFlag {
     }
 }
 
+/// Why a run reported failed although its body did not start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NotStarted {
+    /// Its lock (and, for a slot's first attempt, the tick claim with it) could not be taken:
+    /// Redis failed. A slot's first attempt is left to the resync, which runs the slot if its
+    /// tick was not claimed (a retry as well would run it twice); a retry is put back.
+    LockFailed,
+    /// It could not be counted against the job's `max_runs`: not retried, since a retry is not
+    /// counted (two bodies could then start for one allowed run).
+    Uncounted,
+    /// A backfill run could not read whether its slot ran meanwhile: dropped.
+    Unchecked,
+}
+
 /// Why a run's body did not succeed.
 enum Failure {
     Job(String),
@@ -194,6 +219,11 @@ enum Failure {
     Uncounted(String),
     /// A later slot asked it to stop ([`Overlap::Replace`]); it returned once told.
     Replaced,
+    /// A backfill run found its slot's own run ended after the request: the body did not start.
+    AlreadyRan,
+    /// A backfill run could not read whether its slot's own run ended after the request: the
+    /// body did not start.
+    Unchecked(String),
 }
 
 impl From<LockError> for Failure {
@@ -217,6 +247,7 @@ async fn run(
     let started = Instant::now();
     let slot = ctx.slot();
     let ctx_attempt = ctx.attempt;
+    let began = ctx.began.clone();
     let mut attempt = Attempt::nth(ctx_attempt);
     // A slot's first run of a Replace job that finds the lock held stops the running run, and
     // then runs with this context.
@@ -231,12 +262,19 @@ async fn run(
                 Some(run_locked(&shared, &job, ctx, Locking::Scope { claim: true }).await)
             }
         }
+        Start::Retry(mut pause) => {
+            if pause.is_paused(&job.name).await {
+                None
+            } else {
+                Some(run_locked(&shared, &job, ctx, Locking::Scope { claim: false }).await)
+            }
+        }
         Start::Backfill(mut pause) => {
             attempt.backfill = true;
             if pause.is_paused(&job.name).await {
                 None
             } else {
-                Some(run_locked(&shared, &job, ctx, Locking::Scope { claim: false }).await)
+                Some(run_locked(&shared, &job, ctx, Locking::Backfill).await)
             }
         }
         Start::Unclaimed(mut pause) => {
@@ -278,6 +316,8 @@ async fn run(
             )),
         },
     };
+    // Set when the body did not start although the run "failed": what follows differs.
+    let mut not_started = None;
     let outcome = match ran {
         None => RunOutcome::SkippedPaused,
         Some((Some(caught), lock_outcome)) => {
@@ -288,6 +328,11 @@ async fn run(
                 // Nobody may have run this slot: once Redis answers, the last claimed tick
                 // says which slots were missed.
                 shared.request_resync(&job.name);
+                not_started = Some(NotStarted::LockFailed);
+            } else if matches!(caught, Ok(Err(Failure::Uncounted(_)))) {
+                not_started = Some(NotStarted::Uncounted);
+            } else if matches!(caught, Ok(Err(Failure::Unchecked(_)))) {
+                not_started = Some(NotStarted::Unchecked);
             }
             classify(&job, caught, lock_outcome)
         }
@@ -314,20 +359,24 @@ async fn run(
         other => other,
     };
     let duration = started.elapsed();
+    attempt.began = began.get().copied();
     match &outcome {
         RunOutcome::SkippedHeld => job.may_be_held.store(true, Ordering::Relaxed),
         o if o.ran_here() => job.may_be_held.store(duration >= shared.claim_grace, Ordering::Relaxed),
         _ => {}
     }
     log_outcome(&job, slot, &outcome, duration);
-    after_attempt(&shared, &job, slot, &outcome, &mut attempt).await;
-    // A slot fails for good when no retry follows its failed attempt.
-    let failed_for_good =
-        matches!(outcome, RunOutcome::Failed(_) | RunOutcome::TimedOut(_)) && attempt.retry_at.is_none();
+    after_attempt(&shared, &job, slot, &outcome, &mut attempt, not_started).await;
+    // A slot fails for good when its body ran, failed, and no retry follows. A body that did
+    // not start is not the job failing: its slot is run by the resync (or its retry put back),
+    // or it may not run at all (max_runs).
+    let failed_for_good = matches!(outcome, RunOutcome::Failed(_) | RunOutcome::TimedOut(_))
+        && attempt.retry_at.is_none()
+        && not_started.is_none();
     if let Some(limit) = job.pause_after_failures
         && failed_for_good
     {
-        failures::count(&shared, &job, limit, &outcome).await;
+        failures::count(&shared, &job, limit, slot.timestamp_millis(), &outcome).await;
     }
     // Each replica that found the slot held buffers it; one records it.
     if outcome != RunOutcome::Buffered || first_buffered {
@@ -373,6 +422,7 @@ async fn after_attempt(
     slot: DateTime<Utc>,
     outcome: &RunOutcome,
     attempt: &mut Attempt,
+    not_started: Option<NotStarted>,
 ) {
     let tick = slot.timestamp_millis();
     if attempt.backfill {
@@ -390,29 +440,43 @@ async fn after_attempt(
         return;
     }
     let Some(policy) = &job.retry else { return };
-    let next = match outcome {
-        RunOutcome::Failed(_) | RunOutcome::TimedOut(_) if attempt.number < policy.attempts => {
-            attempt.number + 1
-        }
-        RunOutcome::Failed(_) | RunOutcome::TimedOut(_) => {
-            attempt.gave_up = true;
-            tracing::error!(
-                attempts = attempt.number,
-                "the slot failed for good: its last attempt ({} of {}) failed",
-                attempt.number,
-                policy.attempts
+    let next = match (not_started, outcome) {
+        (Some(NotStarted::LockFailed), _) if attempt.number == 1 => {
+            tracing::info!(
+                "the slot's claim failed: not retried, the resync runs it if its tick was not claimed"
             );
             return;
         }
-        RunOutcome::SkippedHeld if attempt.number > 1 => attempt.number,
-        _ => return,
+        (Some(NotStarted::LockFailed), _) => attempt.number,
+        (Some(NotStarted::Unchecked), _) => return,
+        (Some(NotStarted::Uncounted), _) => {
+            tracing::warn!("the run could not be counted against max_runs: not retried");
+            return;
+        }
+        (None, outcome) => match outcome {
+            RunOutcome::Failed(_) | RunOutcome::TimedOut(_) if attempt.number < policy.attempts => {
+                attempt.number + 1
+            }
+            RunOutcome::Failed(_) | RunOutcome::TimedOut(_) => {
+                attempt.gave_up = true;
+                tracing::error!(
+                    attempts = attempt.number,
+                    "the slot failed for good: its last attempt ({} of {}) failed",
+                    attempt.number,
+                    policy.attempts
+                );
+                return;
+            }
+            RunOutcome::SkippedHeld if attempt.number > 1 => attempt.number,
+            _ => return,
+        },
     };
     let now = shared.clock.now();
     let delay = policy.jittered_delay(&job.name, tick, next);
     let due = now + chrono::TimeDelta::from_std(delay).unwrap_or(chrono::TimeDelta::MAX);
     match pending::add(&shared.client, shared.members.retries_key(), &job.name, tick, next, due, now).await {
         Ok(()) if next == attempt.number => {
-            tracing::info!(retry_at = %due.to_rfc3339(), "the job's lock is held: the retry waits again");
+            tracing::info!(retry_at = %due.to_rfc3339(), "the job's lock is held or could not be taken: the retry waits again");
         }
         Ok(()) => {
             attempt.retry_at = Some(due);
@@ -452,8 +516,13 @@ pub(crate) fn spawn_manual(shared: &Arc<Shared>, job: &Arc<JobEntry>, manual: Ma
         outcome = tracing::field::Empty,
         duration_ms = tracing::field::Empty,
     );
-    let ctx =
-        RunContext { job: job.name.clone(), slot: local, instance: shared.instance.clone(), attempt: 1 };
+    let ctx = RunContext {
+        job: job.name.clone(),
+        slot: local,
+        instance: shared.instance.clone(),
+        attempt: 1,
+        began: Arc::default(),
+    };
     let fired_at = shared.clock.now();
     let (shared, job) = (shared.clone(), job.clone());
     let handle = tokio::spawn(
@@ -488,6 +557,11 @@ pub(crate) fn spawn_manual(shared: &Arc<Shared>, job: &Arc<JobEntry>, manual: Ma
                 duration,
                 Origin::Manual(&manual.by),
             );
+            if job.overlap == Overlap::BufferOne && outcome.ran_here() {
+                // Slots that came during this run were buffered behind it: the next one starts
+                // now, as after a slot's run (any buffered slot: a manual run has no slot).
+                buffer::run_buffered(&shared, &job, i64::MIN).await;
+            }
             outcome
         }
         .instrument(span.clone()),
@@ -501,6 +575,10 @@ enum Locking {
     /// manual run's `tick::unslotted`, which claims none), wrapped in the job's configured lock
     /// if it has one.
     Scope { claim: bool },
+    /// As `Scope { claim: false }`, for a backfill run: once the lock is held, a slot whose own
+    /// run ended after the backfill was requested does not start its body
+    /// ([`ran_since_request`](crate::control::backfill::ran_since_request)).
+    Backfill,
     /// Under the lock the slot's batch took, its tick claimed.
     Claimed(ClaimedTick),
     /// Without the job's lock (an [`Overlap::Allow`] job), its tick claimed by the batch (or
@@ -532,20 +610,43 @@ async fn run_locked(
     ctx: RunContext,
     locking: Locking,
 ) -> (Option<Caught>, Option<TickOutcome>) {
-    let tick = ctx.claim_tick();
+    let tick = ctx.tick();
     let func = job.func.clone();
     // A Replace job's run stops when a later slot asks (its lock revoked, inside the section).
     let replaced = (job.overlap == Overlap::Replace).then(|| {
-        let fresh = ctx.attempt == 1 && !matches!(locking, Locking::Scope { claim: false });
+        let fresh =
+            ctx.attempt == 1 && !matches!(locking, Locking::Scope { claim: false } | Locking::Backfill);
         (job.replace.subscribe(), ctx.tick(), fresh)
     });
     // A slot's run of a job with a maximum number of runs counts itself, inside its lock.
     let counted = job
         .max_runs
-        .filter(|_| ctx.attempt == 1 && !matches!(locking, Locking::Scope { claim: false }))
+        .filter(|_| {
+            ctx.attempt == 1 && !matches!(locking, Locking::Scope { claim: false } | Locking::Backfill)
+        })
         .map(|limit| (shared.client.clone(), job.clone(), limit));
+    let backfill = matches!(locking, Locking::Backfill).then(|| {
+        let lock_key = job.lock.as_ref().map(|lock| lock.key.clone());
+        (shared.client.clone(), shared.members.group().to_owned(), job.name.clone(), lock_key, ctx.tick())
+    });
     // The job's closure is called inside the lock, at the body's first poll.
+    let clock = shared.clock.clone();
     let body = async move {
+        if let Some((client, group, job, lock_key, tick)) = backfill {
+            match crate::control::backfill::ran_since_request(
+                &client,
+                &group,
+                &job,
+                lock_key.as_deref(),
+                tick,
+            )
+            .await
+            {
+                Ok(false) => {}
+                Ok(true) => return Err(Failure::AlreadyRan),
+                Err(e) => return Err(Failure::Unchecked(lock_core::ErrorChain(&e).to_string())),
+            }
+        }
         if let Some((client, job, limit)) = counted {
             match max_runs::count(&client, &job, limit).await {
                 Ok(None) => {}
@@ -553,6 +654,8 @@ async fn run_locked(
                 Err(e) => return Err(Failure::Uncounted(lock_core::ErrorChain(&e).to_string())),
             }
         }
+        // The body starts now: the run's lateness is measured to here.
+        let _ = ctx.began.set(clock.now());
         match replaced {
             Some((requests, slot, fresh)) => {
                 match replace::stop_when_replaced(requests, slot, fresh, func(ctx)).await {
@@ -567,6 +670,7 @@ async fn run_locked(
     let client = shared.client.clone();
     let (claim, claimed, lock) = match locking {
         Locking::Scope { claim } => (Some(claim), None, lock),
+        Locking::Backfill => (Some(false), None, lock),
         Locking::Claimed(claimed) => (None, Some(claimed), lock),
         Locking::Free => (None, None, None),
         Locking::Replacing => {
@@ -631,6 +735,10 @@ fn classify(job: &JobEntry, caught: Caught, lock_outcome: Option<TickOutcome>) -
         (Ok(Err(Failure::Job(e))), _) => RunOutcome::Failed(e),
         (Ok(Err(Failure::MaxRuns)), _) => RunOutcome::SkippedMaxRuns,
         (Ok(Err(Failure::Replaced)), _) => RunOutcome::Replaced,
+        (Ok(Err(Failure::AlreadyRan)), _) => RunOutcome::SkippedTickDone,
+        (Ok(Err(Failure::Unchecked(e))), _) => {
+            RunOutcome::Failed(format!("could not check that the slot's own run had not run meanwhile: {e}"))
+        }
         (Ok(Err(Failure::Uncounted(e))), _) => {
             RunOutcome::Failed(format!("could not count the run against the job's max_runs: {e}"))
         }

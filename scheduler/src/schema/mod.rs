@@ -8,7 +8,7 @@
 //! | key | type | content | expiry |
 //! |---|---|---|---|
 //! | [`pause_key`] `scheduler:{job:<name>}:paused` | string | who paused it and when | none while paused (deleted by resume) |
-//! | [`failure_streak_key`] `scheduler:{job:<name>}:failure_streak` | string | the job's slots failed for good in a row (deleted by a success and by resume) | [`FAILURE_STREAK_TTL`] after the last failure |
+//! | [`failure_streak_key`] `scheduler:{job:<name>}:slot_outcomes` | zset | the final outcomes of the job's latest slots, for pause on failure: slot (epoch ms) -> `2 * slot + 1` failed for good, `2 * slot` succeeded; at least the latest 256 kept (deleted by resume) | [`FAILURE_STREAK_TTL`] after the last outcome |
 //! | [`buffered_key`] `scheduler:{job:<name>}:buffered` | string | the slot (epoch ms) buffered behind a running run ([`Overlap::BufferOne`](crate::overlap::Overlap::BufferOne)), taken by that run's end | [`BUFFERED_TTL`] |
 //! | [`run_count_key`] `scheduler:{job:<name>}:run_count` | string | the job's slots run so far, counted by the run that claimed each ([`Job::max_runs`](crate::job::Job::max_runs)) | [`RUN_COUNT_TTL`] after the last count |
 //! | [`missed_key`] `scheduler:{job:<name>}:missed` | string | the latest missed slot recorded (so replicas record it once) | [`MISSED_TTL`] |
@@ -21,6 +21,8 @@
 //! | [`runs_key`] `scheduler:{group:<name>}:runs` | hash | job name -> a pending "run now" request (`<id>\t<by>\t<ms>`), removed by the replica that takes it | [`RUN_REQUEST_TTL`] |
 //! | [`replace_key`] `scheduler:{group:<name>}:replace` | zset | job name -> the latest slot (epoch ms) that asked its running run to stop ([`Overlap::Replace`](crate::overlap::Overlap::Replace)); only moves forward (`ZADD GT`), entries older than [`REPLACE_TTL`] dropped by the next request | [`REPLACE_TTL`] after the last request |
 //! | [`retries_key`] `scheduler:{group:<name>}:retries` | zset | a pending retry ([`retry_member`]: `<job>\t<slot ms>\t<attempt>`) -> when it is due (epoch ms), removed by the replica that takes it | [`RETRY_TTL`] after the latest due time written |
+//! | [`retry_taken_key`] `scheduler:{group:<name>}:retries:taken:<member>` | string | the instance id of the replica that took a pending retry (`take_retries.lua`), so that a take sent again after a lost reply gets the same answer | [`RETRY_TAKEN_TTL`] |
+//! | [`backfilled_key`] `scheduler:{group:<name>}:backfilled` | zset | a slot queued for backfill ([`backfill_request`]: `<job>\t<slot ms>`) -> when (epoch ms): an unforced request does not queue it again, and its run does not start if the slot's own run ended after the request | [`RETRY_TTL`] after the last request |
 //! | [`group_index_key`] `scheduler:groups` | zset | group name -> until when its keys may exist (epoch ms, the writer's clock: [`RETRY_TTL`] after its last announcement or retry written), so that the admin reads find the groups without `SCAN` | [`RETRY_TTL`] after the last write |
 //! | [`job_index_key`] `scheduler:job-index` | zset | job name -> until when its history or pause flag may exist (epoch ms, the writer's clock: [`HISTORY_TTL`] after its history's expiry was last renewed; `+inf` while paused), so that the admin reads find the jobs without `SCAN` | [`HISTORY_TTL`] after the last write |
 //!
@@ -118,6 +120,10 @@ pub const BACKFILL_ATTEMPT: u32 = 0;
 /// Most slots one backfill call may queue.
 pub const MAX_BACKFILL: usize = 1000;
 
+/// How long the marker of a taken retry is kept ([`retry_taken_key`]): a replica whose take
+/// lost its reply sends it again with its next look, within seconds.
+pub const RETRY_TAKEN_TTL: Duration = Duration::from_secs(10 * 60);
+
 /// How long a group's pending retries outlive the latest due time written to them: long
 /// enough for a group whose replicas are all down for a while to find them on return.
 pub const RETRY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
@@ -144,7 +150,7 @@ const RUN_ONCE: &str = "}:run-once:";
 const PAUSED: &str = "}:paused";
 const HISTORY: &str = "}:history";
 const MISSED: &str = "}:missed";
-const FAILURE_STREAK: &str = "}:failure_streak";
+const FAILURE_STREAK: &str = "}:slot_outcomes";
 const BUFFERED: &str = "}:buffered";
 const RUN_COUNT: &str = "}:run_count";
 
@@ -237,9 +243,11 @@ pub fn missed_key(job: &str) -> Result<String, ControlError> {
     job_key(job, MISSED)
 }
 
-/// The Redis key of `job`'s count of slots failed for good in a row
-/// ([`Job::pause_after_failures`](crate::job::Job::pause_after_failures)); not to be confused
-/// with [`failures_key`], the console's failures per hour.
+/// The Redis key of the final outcomes of `job`'s latest slots, from which its failed slots in
+/// a row are counted in slot order
+/// ([`Job::pause_after_failures`](crate::job::Job::pause_after_failures)): a sorted set, slot
+/// (epoch ms) -> `2 * slot + 1` if it failed for good, `2 * slot` if it succeeded. Not to be
+/// confused with [`failures_key`], the console's failures per hour.
 pub fn failure_streak_key(job: &str) -> Result<String, ControlError> {
     job_key(job, FAILURE_STREAK)
 }
@@ -367,6 +375,24 @@ pub fn replace_key(group: &str) -> String {
     format!("scheduler:{{group:{group}}}:replace")
 }
 
+/// The Redis key that says which replica took the pending retry `member` of the group whose
+/// pending retries are `retries` ([`retries_key`]): written with the take, so that a take whose
+/// reply was lost can be sent again with the same answer.
+pub fn retry_taken_key(retries: &str, member: &str) -> String {
+    format!("{retries}:taken:{member}")
+}
+
+/// The Redis key of `group`'s backfill requests: `<job>\t<slot ms>` ([`backfill_request`]) ->
+/// when a backfill of that slot was queued (epoch ms), kept [`RETRY_TTL`].
+pub fn backfilled_key(group: &str) -> String {
+    format!("scheduler:{{group:{group}}}:backfilled")
+}
+
+/// A slot's member in [`backfilled_key`]: `<job>\t<slot ms>`.
+pub fn backfill_request(job: &str, tick: i64) -> String {
+    format!("{job}\t{tick}")
+}
+
 /// The group a pending-retries key belongs to (`None` for any other key).
 pub fn group_of_retries(key: &str) -> Option<&str> {
     key.strip_prefix("scheduler:{group:")?.strip_suffix("}:retries")
@@ -441,6 +467,10 @@ pub mod lua {
     pub const RECORD_MISSED: &str = include_str!("lua/record_missed.lua");
     /// `request_run.lua`: ask a group to run a job now.
     pub const REQUEST_RUN: &str = include_str!("lua/request_run.lua");
+    /// `take_retries.lua`: take due pending retries, once each; the same answer when sent again.
+    pub const TAKE_RETRIES: &str = include_str!("lua/take_retries.lua");
+    /// `queue_backfill.lua`: queue backfill slots, each once across concurrent requests.
+    pub const QUEUE_BACKFILL: &str = include_str!("lua/queue_backfill.lua");
     /// `take_run.lua`: take (or withdraw) a pending run request, once.
     pub const TAKE_RUN: &str = include_str!("lua/take_run.lua");
     /// `claim_slot.lua`: claim a tick without the lock (`Overlap::Allow`).
@@ -454,6 +484,12 @@ pub(crate) static ANNOUNCE: LazyLock<Script> = LazyLock::new(|| Script::new(lua:
 
 /// See [`lua::REQUEST_RUN`].
 pub(crate) static REQUEST_RUN: LazyLock<Script> = LazyLock::new(|| Script::new(lua::REQUEST_RUN));
+
+/// See [`lua::TAKE_RETRIES`].
+pub(crate) static TAKE_RETRIES: LazyLock<Script> = LazyLock::new(|| Script::new(lua::TAKE_RETRIES));
+
+/// See [`lua::QUEUE_BACKFILL`].
+pub(crate) static QUEUE_BACKFILL: LazyLock<Script> = LazyLock::new(|| Script::new(lua::QUEUE_BACKFILL));
 
 /// See [`lua::TAKE_RUN`].
 pub(crate) static TAKE_RUN: LazyLock<Script> = LazyLock::new(|| Script::new(lua::TAKE_RUN));

@@ -150,25 +150,134 @@ fn a_run_request_needs_the_job_and_a_live_member_and_is_taken_once() {
     assert_eq!(server.cli(&["HEXISTS", &runs, "report"]), "0");
 }
 
+/// Runs `count_failure.lua` for slot `tick` (limit 3, the latest `keep` outcomes kept).
+fn fail_slot(con: &mut Connection, outcomes: &str, pause: &str, tick: i64, keep: u32) -> (i64, i64) {
+    COUNT_FAILURE
+        .key(outcomes)
+        .key(pause)
+        .arg(3)
+        .arg(60_000)
+        .arg("auto")
+        .arg(tick)
+        .arg(keep)
+        .invoke(con)
+        .expect("script")
+}
+
+/// A success of slot `tick`, as the history write's pipeline adds it.
+fn succeed_slot(con: &mut Connection, outcomes: &str, tick: i64, keep: u32) {
+    let mut pipe = lock_core::redis::pipe();
+    crate::failures::add_success(&mut pipe, outcomes, tick, keep);
+    pipe.query::<()>(con).expect("success");
+}
+
 #[test]
 fn count_failure_pauses_at_the_limit_once_and_keeps_an_operators_pause() {
     let (server, mut con) = start();
-    let (count, pause) = (failure_streak_key("j").expect("valid"), pause_key("j").expect("valid"));
-    let fail = |con: &mut Connection| -> (i64, i64) {
-        COUNT_FAILURE.key(&count).key(&pause).arg(3).arg(60_000).arg("auto").invoke(con).expect("script")
-    };
-    assert_eq!(fail(&mut con), (1, 0));
-    assert_eq!(fail(&mut con), (2, 0));
-    assert_eq!(fail(&mut con), (3, 1), "paused at the third");
+    let (outcomes, pause) = (failure_streak_key("j").expect("valid"), pause_key("j").expect("valid"));
+    assert_eq!(fail_slot(&mut con, &outcomes, &pause, 1_000, 256), (1, 0));
+    assert_eq!(fail_slot(&mut con, &outcomes, &pause, 2_000, 256), (2, 0));
+    assert_eq!(fail_slot(&mut con, &outcomes, &pause, 3_000, 256), (3, 1), "paused at the third");
     assert_eq!(server.cli(&["GET", &pause]).trim(), "auto");
-    assert_eq!(fail(&mut con), (4, 0), "already paused: not again");
-    let pttl: i64 = con.pttl(&count).expect("PTTL");
-    assert!((1..=60_000).contains(&pttl), "the count expires: {pttl}");
+    assert_eq!(fail_slot(&mut con, &outcomes, &pause, 4_000, 256), (4, 0), "already paused: not again");
+    let pttl: i64 = con.pttl(&outcomes).expect("PTTL");
+    assert!((1..=60_000).contains(&pttl), "the outcomes expire: {pttl}");
     // An operator's pause is kept as it is.
     server.cli(&["SET", &pause, "by ana"]);
-    server.cli(&["DEL", &count]);
-    for _ in 0..3 {
-        fail(&mut con);
+    server.cli(&["DEL", &outcomes]);
+    for tick in [5_000, 6_000, 7_000] {
+        fail_slot(&mut con, &outcomes, &pause, tick, 256);
     }
     assert_eq!(server.cli(&["GET", &pause]).trim(), "by ana");
+}
+
+/// P2: the streak counts failed slots in slot order, whatever order their final outcomes came
+/// in. Slots 0, 1 and 2 fail for good, slot 3 succeeds at once while slot 2's retries still
+/// run: its success must not hide three failed slots in a row (counted in the order the
+/// outcomes came, the success would reset the count to 0 before slot 2's failure).
+#[test]
+fn count_failure_counts_failed_slots_in_a_row_in_slot_order() {
+    let (server, mut con) = start();
+    let (outcomes, pause) = (failure_streak_key("j").expect("valid"), pause_key("j").expect("valid"));
+    assert_eq!(fail_slot(&mut con, &outcomes, &pause, 0, 256), (1, 0));
+    assert_eq!(fail_slot(&mut con, &outcomes, &pause, 1_000, 256), (2, 0));
+    succeed_slot(&mut con, &outcomes, 3_000, 256);
+    assert_eq!(server.cli(&["EXISTS", &pause]).trim(), "0");
+    assert_eq!(fail_slot(&mut con, &outcomes, &pause, 2_000, 256), (3, 1), "slots 0, 1 and 2 in a row");
+    assert_eq!(server.cli(&["GET", &pause]).trim(), "auto");
+    server.cli(&["DEL", &pause, &outcomes]);
+    // A success between two failed slots breaks the streak, even when it came last.
+    assert_eq!(fail_slot(&mut con, &outcomes, &pause, 10_000, 256), (1, 0));
+    assert_eq!(fail_slot(&mut con, &outcomes, &pause, 12_000, 256), (2, 0));
+    succeed_slot(&mut con, &outcomes, 11_000, 256);
+    assert_eq!(fail_slot(&mut con, &outcomes, &pause, 13_000, 256), (2, 0), "12 and 13 only");
+    // A slot that later succeeded (a backfill) is a success.
+    succeed_slot(&mut con, &outcomes, 12_000, 256);
+    assert_eq!(fail_slot(&mut con, &outcomes, &pause, 14_000, 256), (2, 0), "13 and 14 only");
+    // Only the latest `keep` outcomes are kept; an outcome older than all of them counts alone.
+    server.cli(&["DEL", &outcomes]);
+    for tick in [20_000, 21_000] {
+        succeed_slot(&mut con, &outcomes, tick, 2);
+    }
+    succeed_slot(&mut con, &outcomes, 22_000, 2);
+    assert_eq!(server.cli(&["ZCARD", &outcomes]).trim(), "2", "trimmed to the latest two");
+    assert_eq!(fail_slot(&mut con, &outcomes, &pause, 5_000, 2), (1, 0), "older than all kept: alone");
+    assert_eq!(server.cli(&["ZCARD", &outcomes]).trim(), "2");
+    assert_eq!(server.cli(&["EXISTS", &pause]).trim(), "0");
+}
+
+#[test]
+fn take_retries_takes_each_entry_once_and_answers_a_resend_the_same() {
+    let (server, mut con) = start();
+    let retries = retries_key("g");
+    let member = retry_member("j", 1_000, 2);
+    server.cli(&["ZADD", &retries, "5", &member]);
+    let take = |con: &mut Connection, taker: &str| -> Vec<i64> {
+        TAKE_RETRIES
+            .key(&retries)
+            .key(retry_taken_key(&retries, &member))
+            .arg(taker)
+            .arg(60_000)
+            .arg(&member)
+            .invoke(con)
+            .expect("take_retries script")
+    };
+    assert_eq!(take(&mut con, "pod-a"), [1], "taken");
+    assert_eq!(server.cli(&["ZCARD", &retries]).trim(), "0", "removed");
+    assert_eq!(take(&mut con, "pod-a"), [1], "a resend after a lost reply: still pod-a's");
+    assert_eq!(take(&mut con, "pod-b"), [0], "nobody else's");
+    assert_eq!(server.cli(&["GET", &retry_taken_key(&retries, &member)]).trim(), "pod-a");
+    // Put back (its lock was held): taken again, by whoever comes first.
+    server.cli(&["ZADD", &retries, "6", &member]);
+    assert_eq!(take(&mut con, "pod-b"), [1]);
+    assert_eq!(take(&mut con, "pod-a"), [0]);
+}
+
+#[test]
+fn queue_backfill_queues_a_slot_once_unless_forced() {
+    let (server, mut con) = start();
+    let (retries, backfilled) = (retries_key("g"), backfilled_key("g"));
+    let queue = |con: &mut Connection, now: i64, force: &str| -> Vec<i64> {
+        QUEUE_BACKFILL
+            .key(&retries)
+            .key(&backfilled)
+            .arg(now)
+            .arg(60_000)
+            .arg(force)
+            .arg(retry_member("j", 1_000, BACKFILL_ATTEMPT))
+            .arg(backfill_request("j", 1_000))
+            .arg(retry_member("j", 2_000, BACKFILL_ATTEMPT))
+            .arg(backfill_request("j", 2_000))
+            .invoke(con)
+            .expect("queue_backfill script")
+    };
+    assert_eq!(queue(&mut con, 100_000, "0"), [1, 1]);
+    assert_eq!(server.cli(&["ZCARD", &retries]).trim(), "2");
+    // A concurrent (or later) request: refused, even once the entries were taken.
+    server.cli(&["DEL", &retries]);
+    assert_eq!(queue(&mut con, 100_001, "0"), [0, 0]);
+    assert_eq!(server.cli(&["EXISTS", &retries]).trim(), "0");
+    assert_eq!(queue(&mut con, 100_002, "1"), [1, 1], "forced");
+    // Past the memory of requests: queued again.
+    assert_eq!(queue(&mut con, 200_000, "0"), [1, 1]);
 }

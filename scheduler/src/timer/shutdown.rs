@@ -30,6 +30,19 @@ impl Timer {
     /// moves to now), then cancels the rest. Slots still waiting for their claim grace are
     /// dropped (another replica runs them, or nobody: the scheduler is stopping).
     pub(super) async fn finish_runs(&mut self, mut deadline: Instant) -> Vec<RunExit> {
+        // The runs started outside the timer before the stop (no more start after it:
+        // `Shared::start_outside_timer`) are in the channel: adopted, so waited for and counted.
+        if let Some(commands) = self.commands.as_mut() {
+            let mut adopted = Vec::new();
+            while let Ok(command) = commands.try_recv() {
+                adopted.push(command);
+            }
+            for command in adopted {
+                if matches!(command, crate::shared::Command::Adopt(..)) {
+                    self.apply(command);
+                }
+            }
+        }
         let mut pending: Vec<(Arc<JobEntry>, Running)> = std::mem::take(&mut self.orphans);
         for (_, job) in self.jobs.drain() {
             if let Some(run) = job.current {

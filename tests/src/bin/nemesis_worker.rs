@@ -401,7 +401,27 @@ async fn main() -> anyhow::Result<()> {
             .lock(JOB_LOCK),
         )
         .build()?;
+    // Each run's reported lateness, for the checker to compare with its body's start.
+    let mut reports = scheduler.subscribe();
+    spawn(async move {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            match reports.recv().await {
+                Ok(report) if report.outcome.ran_here() => {
+                    let ms = u64::try_from(report.lateness.as_millis()).unwrap_or(u64::MAX);
+                    emit(now_us(), &What::Late { tick: report.tick, ms });
+                }
+                Ok(_) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let handle = scheduler.start().await?;
     println!("ready");
-    scheduler.run_until_signal().await?;
+    terminate.recv().await;
+    // Stamped before the scheduler hears it: no job-tick may start on this worker after it.
+    emit(now_us(), &What::Shutdown);
+    handle.shutdown().await;
     Ok(())
 }
