@@ -8,6 +8,7 @@ pub mod __private;
 mod acquire;
 mod client;
 mod conn;
+mod election;
 mod error;
 mod held;
 mod options;
@@ -26,10 +27,13 @@ pub use client::builder::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_LIVENESS_TTL, DEFAULT_MAX_WAIT_BACKOFF, DEFAULT_WAIT_BACKOFF,
     DEFAULT_WATCHDOG_LEASE, LockClientBuilder,
 };
+pub use client::elections::ElectionInfo;
 pub use client::inspect;
 pub use client::subscription::{Notice, Subscription};
 pub use client::{ClientStats, LockClient};
 pub use conn::eviction::EvictionCheck;
+pub use election::role::{Leader, Role};
+pub use election::{Candidacy, DEFAULT_LOOK_INTERVAL, ElectionBuilder, MAX_LOOK_INTERVAL, MIN_LOOK_INTERVAL};
 pub use error::{ErrorChain, LockError, LossReason, Result};
 pub use held::guard::LockGuard;
 pub use held::scope::{CurrentLock, current};

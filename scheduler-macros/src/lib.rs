@@ -2,6 +2,7 @@
 
 mod expand;
 mod options;
+mod singleton;
 
 use proc_macro::TokenStream;
 
@@ -86,6 +87,51 @@ pub fn scheduled(args: TokenStream, item: TokenStream) -> TokenStream {
         Ok(tokens) => tokens.into(),
         // The function unchanged next to the errors, so the rest of the crate (and the editor)
         // still sees it.
+        Err(e) => {
+            let mut out = e.to_compile_error();
+            out.extend(item);
+            out.into()
+        }
+    }
+}
+
+/// Declares a singleton on its `async fn`: a long-running task that runs on exactly one replica
+/// at a time, the leader of its election (`lock:singleton:<name>` by default).
+///
+/// ```ignore
+/// use lock_scheduler::{SingletonContext, State, Term, singleton};
+///
+/// #[singleton(name = "orders-feed", restart_delay = "5s")]
+/// async fn consume_orders(State(db): State<Db>, Term(term): Term, cx: SingletonContext) -> anyhow::Result<()> {
+///     while !cx.is_stopping() {
+///         // ... read the feed once, write with `term` as the fencing token ...
+///     }
+///     Ok(())
+/// }
+/// ```
+///
+/// Started when this replica is elected, with the leadership's `Term`; dropped at once when the
+/// leadership is lost; asked to stop (`SingletonContext::stopping`) and dropped after the
+/// scheduler's grace on shutdown, which then hands leadership to the next replica; started
+/// again after `restart_delay` (default 1 s) when it returns. Add every declared singleton with
+/// `SchedulerBuilder::singletons()`, or one with `SchedulerBuilder::singleton(<fn>::singleton())`.
+///
+/// | option | what |
+/// |---|---|
+/// | `name = "orders-feed"` | the singleton's name (default: the function's, `_` as `-`) |
+/// | `election = "lock:feed"` | the election's key (default `lock:singleton:<name>`) |
+/// | `restart_delay = "5s"` | the pause before a body that returned is started again (at most 1 h) |
+/// | `group = "feeds"` | the scheduler group whose `singletons()` adds it (default: any) |
+/// | `crate = "my_app::lock_scheduler"` | where lock-scheduler is, when reached through a re-export |
+///
+/// Arguments are `SingletonContext`, `Term` and `State<T>`; anything else, a function that is
+/// not `async`, a method, a generic function, and an unknown, repeated or invalid option are
+/// compile errors.
+#[proc_macro_attribute]
+pub fn singleton(args: TokenStream, item: TokenStream) -> TokenStream {
+    let item: proc_macro2::TokenStream = item.into();
+    match singleton::expand(args.into(), item.clone()) {
+        Ok(tokens) => tokens.into(),
         Err(e) => {
             let mut out = e.to_compile_error();
             out.extend(item);

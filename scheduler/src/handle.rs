@@ -20,6 +20,7 @@ use crate::report::{RunReport, ShutdownReport};
 use crate::shared::Command;
 use crate::shared::Shared;
 use crate::signal::ShutdownSignal;
+use crate::singleton::supervisor::SingletonExit;
 use crate::state::State;
 use crate::timer::shutdown::{RunEnd, RunExit};
 use crate::validate::{Context, validate};
@@ -39,6 +40,9 @@ pub struct SchedulerHandle {
     state: watch::Sender<State>,
     commands: mpsc::UnboundedSender<Command>,
     timer: Option<JoinHandle<Vec<RunExit>>>,
+    /// The supervisors of the singletons; each ends after the shutdown, with the singleton's
+    /// exit if its body was running.
+    singletons: Vec<JoinHandle<Option<SingletonExit>>>,
 }
 
 impl SchedulerHandle {
@@ -47,8 +51,9 @@ impl SchedulerHandle {
         state: watch::Sender<State>,
         commands: mpsc::UnboundedSender<Command>,
         timer: JoinHandle<Vec<RunExit>>,
+        singletons: Vec<JoinHandle<Option<SingletonExit>>>,
     ) -> Self {
-        SchedulerHandle { shared, state, commands, timer: Some(timer) }
+        SchedulerHandle { shared, state, commands, timer: Some(timer), singletons }
     }
 
     pub(crate) fn shared(&self) -> &Shared {
@@ -228,8 +233,13 @@ impl SchedulerHandle {
         // Before the timer hears it: every run started outside it until now is in its channel.
         self.shared.stop_starts();
         self.state.send_replace(State::Stopping(deadline));
-        let (exits, forced) = self.wait_for_timer(force).await;
+        // The singletons follow the same state (deadline, forced or not) as the timer.
+        let singletons = futures_util::future::join_all(std::mem::take(&mut self.singletons));
+        let ((exits, forced), singletons) = tokio::join!(self.wait_for_timer(force), singletons);
         let mut report = ShutdownReport::default();
+        for (name, finished) in singletons.into_iter().filter_map(|s| s.ok().flatten()) {
+            if finished { report.finished.push(name) } else { report.cancelled.push(name) }
+        }
         for exit in exits {
             match exit.end {
                 RunEnd::Finished => report.finished.push(exit.job.to_string()),

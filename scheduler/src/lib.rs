@@ -36,6 +36,7 @@ mod scheduler;
 pub mod schema;
 mod shared;
 mod signal;
+mod singleton;
 mod spread;
 mod state;
 mod ticks;
@@ -63,6 +64,8 @@ pub use scheduler::{
 };
 pub use schema::{HISTORY_LEN, HISTORY_TTL, RETRY_TTL, RUN_PICKUP, RUN_REQUEST_TTL, history_key, pause_key};
 pub use signal::{ShutdownSignal, ShutdownSignals, shutdown_signal};
+pub use singleton::args::{FromSingleton, SingletonContext, Term};
+pub use singleton::{DEFAULT_RESTART_DELAY, Singleton};
 
 /// The `chrono` crate slots are expressed in.
 pub use chrono;
@@ -79,6 +82,12 @@ pub use lock_schedule;
 #[cfg(feature = "macros")]
 #[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use lock_scheduler_macros::scheduled;
+
+/// Declares a singleton task on its `async fn` (feature `macros`, on by default): one replica
+/// at a time runs it, the leader of its election. See [`Singleton`].
+#[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
+pub use lock_scheduler_macros::singleton;
 
 #[cfg(test)]
 mod tests {

@@ -16,6 +16,8 @@ pub use crate::overlap::Overlap;
 pub use crate::retry::policy::RetryPolicy;
 pub use crate::run_context::RunContext;
 pub use crate::schedule::catch_up::CatchUp;
+pub use crate::singleton::args::{FromSingleton, SingletonContext};
+pub use crate::singleton::declared::SingletonRegistration;
 
 use crate::job::{Job, JobBody, JobOutput, Timing};
 
@@ -121,4 +123,41 @@ where
 pub fn from_function(mut job: Job, function: &'static str) -> Job {
     job.function = Some(function);
     job
+}
+
+/// The singleton `name`, running `body` (which extracts the fn's arguments and calls it) each
+/// time this replica is elected. `needs`: the state each argument takes.
+pub fn singleton<F, Fut>(
+    name: &'static str,
+    election: Option<&'static str>,
+    restart_delay: Option<Duration>,
+    needs: &[fn() -> Option<StateNeed>],
+    body: F,
+) -> crate::singleton::Singleton
+where
+    F: Fn(SingletonContext, &States) -> Result<Fut, MissingState> + Send + Sync + 'static,
+    Fut: Future + Send + 'static,
+    Fut::Output: JobOutput,
+{
+    let body: crate::singleton::Body = Arc::new(move |context: SingletonContext, states: &States| {
+        body(context, states).map(|run| run.map(JobOutput::into_job_result).boxed())
+    });
+    let needs = needs.iter().filter_map(|need| need()).collect();
+    let mut singleton = crate::singleton::Singleton::from_body(name.to_owned(), body, needs);
+    if let Some(key) = election {
+        singleton = singleton.election(key);
+    }
+    if let Some(delay) = restart_delay {
+        singleton = singleton.restart_delay(delay);
+    }
+    singleton
+}
+
+/// A singleton of `function` (its path), for a registration and for `<fn>::singleton()`.
+pub fn singleton_of_function(
+    mut singleton: crate::singleton::Singleton,
+    function: &'static str,
+) -> crate::singleton::Singleton {
+    singleton.function = Some(function);
+    singleton
 }

@@ -27,6 +27,8 @@ use crate::schedule::{Schedule, truncate};
 use crate::schema;
 use crate::shared::{JobEntry, Shared};
 use crate::signal::ShutdownSignals;
+use crate::singleton::declared::declared_singletons;
+use crate::singleton::{self, Singleton};
 use crate::state::State;
 use crate::timer::resync::first_floors;
 use crate::timer::{self, Inputs};
@@ -61,6 +63,9 @@ pub struct SchedulerBuilder {
     group: String,
     claim_grace: Duration,
     version: Option<String>,
+    singletons: Vec<Singleton>,
+    /// Whether the singletons declared with `#[singleton]` (of this builder's group) are added.
+    declared_singletons: bool,
 }
 
 impl SchedulerBuilder {
@@ -88,10 +93,25 @@ impl SchedulerBuilder {
         self
     }
 
+    /// Adds a [`Singleton`]: a task that runs on exactly one replica at a time (the leader of
+    /// its election), started when this replica is elected and stopped with the scheduler.
+    pub fn singleton(mut self, singleton: Singleton) -> Self {
+        self.singletons.push(singleton);
+        self
+    }
+
+    /// Adds every singleton declared with `#[singleton]` in this binary for this builder's group
+    /// (and those declared for any group), as [`scheduled_jobs`](Self::scheduled_jobs) does for
+    /// jobs.
+    pub fn singletons(mut self) -> Self {
+        self.declared_singletons = true;
+        self
+    }
+
     /// Gives the jobs a value of application state (a database pool, a mailer, a service):
     /// a job's function takes it as a [`State<T>`](crate::job_args::State) argument, each run
     /// getting a clone. One value per type; a job taking a type no value was given for is an
-    /// error from [`build`](Self::build) naming the job and the type.
+    /// error from [`build`](Self::build) naming the job and the type. Singletons take it too.
     pub fn state<T: Clone + Send + Sync + 'static>(mut self, value: T) -> Self {
         self.states.insert(value);
         self
@@ -197,6 +217,15 @@ impl SchedulerBuilder {
             }
             jobs.push(Arc::new(entry));
         }
+        let mut singletons = self.singletons;
+        if self.declared_singletons {
+            for registration in declared_singletons(&self.group) {
+                let mut singleton = (registration.singleton)();
+                singleton.function = Some(registration.function);
+                singletons.push(singleton);
+            }
+        }
+        let singletons = singleton::validate(singletons, &names, &lock_keys, &states)?;
         let (reports, _) = broadcast::channel(REPORT_CAPACITY);
         let instance: Arc<str> = client.instance_id().into();
         Ok(Scheduler {
@@ -218,6 +247,7 @@ impl SchedulerBuilder {
                 states,
             }),
             jobs,
+            singletons,
             version: self.version,
         })
     }
@@ -250,6 +280,7 @@ impl SchedulerBuilder {
 pub struct Scheduler {
     shared: Arc<Shared>,
     jobs: Vec<Arc<JobEntry>>,
+    singletons: Vec<Singleton>,
     /// The version it reports to its group ([`SchedulerBuilder::version`]).
     version: Option<String>,
 }
@@ -268,6 +299,8 @@ impl Scheduler {
             group: DEFAULT_GROUP.to_owned(),
             claim_grace: DEFAULT_CLAIM_GRACE,
             version: None,
+            singletons: Vec::new(),
+            declared_singletons: false,
         }
     }
 
@@ -329,6 +362,14 @@ impl Scheduler {
         run_taker::spawn_taker(self.shared.clone(), state_rx.clone());
         let (resync_tx, resync_rx) = mpsc::unbounded_channel();
         let _ = self.shared.resync.set(resync_tx);
+        let singletons = self
+            .singletons
+            .into_iter()
+            .map(|s| {
+                let client = self.shared.client.clone();
+                singleton::supervisor::spawn(client, self.shared.states.clone(), s, state_rx.clone())
+            })
+            .collect();
         let floors = first_floors(&self.shared, &self.jobs, started).await;
         let timer = timer::spawn(
             self.shared.clone(),
@@ -344,7 +385,7 @@ impl Scheduler {
             live_replicas = self.shared.members.live().len(),
             "scheduler started"
         );
-        Ok(SchedulerHandle::new(self.shared, state_tx, commands_tx, timer))
+        Ok(SchedulerHandle::new(self.shared, state_tx, commands_tx, timer, singletons))
     }
 
     /// Starts, runs until `stop` resolves, then shuts down gracefully.

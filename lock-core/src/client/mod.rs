@@ -3,6 +3,7 @@
 //! `scheduling`) only build, forward and report.
 
 pub(crate) mod builder;
+pub(crate) mod elections;
 pub mod inspect;
 mod scheduling;
 pub(crate) mod subscription;
@@ -19,6 +20,7 @@ use deadpool_redis::redis;
 use crate::acquire::section;
 use crate::acquire::{Core, Target};
 use crate::client::builder::LockClientBuilder;
+use crate::election::ElectionBuilder;
 use crate::error::{LockError, Result};
 use crate::held::guard::LockGuard;
 use crate::held::scope;
@@ -268,6 +270,14 @@ impl LockClient {
     /// different things that would collide in Redis: use distinct names.
     pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
         RwLock::new(self.core.clone(), name)
+    }
+
+    /// Joins (with [`ElectionBuilder::join`]) the leader election `name`: one member leads
+    /// at a time, with a term that strictly increases with every new leader, the others follow
+    /// and know who leads. `name` is the election lock's key (validated by `join`). See
+    /// [`Candidacy`](crate::Candidacy).
+    pub fn election(&self, name: &str) -> ElectionBuilder {
+        ElectionBuilder::new(self.core.clone(), name)
     }
 
     /// Reads the state of the lock `key`, for operators' tools: holder, TTL, fence, last tick,
