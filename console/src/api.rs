@@ -118,6 +118,7 @@ pub(crate) async fn jobs(State(console): State<Console>) -> Reply {
     Ok(Json(json!({
         "jobs": snapshot.jobs.iter().map(view::JobView::to_json).collect::<Vec<_>>(),
         "partial": snapshot.partial.contains(&"jobs"),
+        "missing": snapshot.missing_jobs,
         "age_ms": snapshot.age_ms(),
     })))
 }

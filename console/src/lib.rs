@@ -35,9 +35,13 @@
 //!   and every action and every refused token is logged through `tracing` (target
 //!   `lock_console::audit`) with the client's address, the token's fingerprint and the outcome
 //!   (an unlock also with the holder it released).
-//! - **Only locks**: the lock endpoints read and release only keys that are locks, semaphores
-//!   or read-write locks by the protocol's markers; any other key is 404 `not_a_lock`, and its
-//!   value is never shown.
+//! - **Only locks**: the lock endpoints read and release only keys that some lock client
+//!   recorded holding (its holdings record, see `lock_core::schema::holdings_key`); any other
+//!   key is 404 `not_a_lock` and its value is never read (only its type, to tell a free name),
+//!   whatever it looks like.
+//! - **Its own connection**: the console reads through a client of its own built from the
+//!   given one's configuration, at most 4 requests reading Redis at once, so an embedded
+//!   console never starves the service's locks, renewals or scheduler.
 //! - Bad input (an unknown job, an unbounded pattern, control characters, a huge `n`) gets a
 //!   4xx with a JSON error naming the problem (a wrong method too: 405); Redis failing gets a
 //!   503. No response, page or log line holds the Redis URL or its password.
@@ -79,6 +83,8 @@ pub use serve::{ServeOptions, serve};
 
 /// Requests served at once by default.
 const DEFAULT_MAX_REQUESTS: usize = 32;
+/// Requests reading Redis at once by default (the shared snapshot's read counts as one).
+const DEFAULT_REDIS_WORK: usize = 4;
 
 /// The console: what it reads (a [`LockClient`]) and who may act (its tokens, read-only mode),
 /// which hosts it answers for and how many refused tokens it tolerates. Cheap to clone.
@@ -105,6 +111,9 @@ struct Inner {
     snapshot: Arc<snapshot::Shared>,
     /// Requests being served, at most its permits; beyond it, 429.
     requests: Arc<tokio::sync::Semaphore>,
+    /// Requests reading Redis at once, at most its permits; the others wait their turn within
+    /// the read budget's time, then get 429.
+    redis_work: Arc<tokio::sync::Semaphore>,
     /// Jobs' whole histories, kept briefly for the counts over time and a run's slot.
     retained: Arc<runs::retained::Retained>,
 }
@@ -116,7 +125,19 @@ impl Console {
     /// address a minute and 100 from all addresses, 429 beyond (see
     /// [`failed_token_limit`](Self::failed_token_limit) and
     /// [`failed_token_budget`](Self::failed_token_budget)).
+    ///
+    /// The console reads and acts through a client of its own, built from `client`'s
+    /// configuration ([`LockClient::with_own_connection`]): its Redis work never queues behind
+    /// the locks, renewals and liveness lease of the service it is embedded in, and it reads
+    /// Redis for at most 4 requests at once ([`max_concurrent_redis_reads`](Self::max_concurrent_redis_reads)).
     pub fn new(client: LockClient) -> Self {
+        let client = match client.with_own_connection() {
+            Ok(own) => own,
+            Err(e) => {
+                tracing::warn!(error = %e, "the console could not build a client of its own: it shares the service's connection");
+                client
+            }
+        };
         Console {
             inner: Arc::new(Inner {
                 client,
@@ -129,6 +150,7 @@ impl Console {
                 budget: snapshot::Budget::default(),
                 snapshot: Arc::new(snapshot::Shared::default()),
                 requests: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_REQUESTS)),
+                redis_work: Arc::new(tokio::sync::Semaphore::new(DEFAULT_REDIS_WORK)),
                 retained: Arc::default(),
             }),
         }
@@ -188,8 +210,8 @@ impl Console {
         self.with(|inner| inner.read_only = read_only)
     }
 
-    /// The pattern the locks page lists when none is given (default `*`). A narrower one
-    /// (`lock:*`) keeps the page's `SCAN` short on a Redis shared with other data.
+    /// The pattern the locks page lists when none is given (default `*`), matched against the
+    /// names the clients' holdings records give (never a scan of the keyspace).
     pub fn lock_pattern(self, pattern: impl Into<String>) -> Self {
         let pattern = pattern.into();
         self.with(|inner| inner.lock_pattern = pattern)
@@ -241,9 +263,10 @@ impl Console {
 
     /// How the overview, the jobs list and the replicas are read: one snapshot shared by
     /// every viewer, read again at most once per `interval`, each read taking at most `time`
-    /// and examining at most about `keys` keys per Redis node for the locks it counts. What the
-    /// budget cut short is left out and the answer says `partial`. Defaults: 2 s, 2 s, 100,000
-    /// keys. Errors if `time` is zero or `keys` is 0.
+    /// and checking at most `keys` recorded holds for the locks it counts (the locks come from
+    /// the clients' holdings records, never a scan of the keyspace). What the budget cut short
+    /// is said missing and the answer says `partial`; what was read is shown. Defaults: 2 s,
+    /// 2 s, 100,000 holds. Errors if `time` is zero or `keys` is 0.
     pub fn snapshot_budget(
         self,
         interval: Duration,
@@ -269,6 +292,41 @@ impl Console {
             )));
         }
         Ok(self.with(|inner| inner.requests = Arc::new(tokio::sync::Semaphore::new(max))))
+    }
+
+    /// Most requests reading Redis at once (default 4; the shared snapshot's read counts as
+    /// one however many viewers wait for it): the others wait for a turn for at most the
+    /// snapshot budget's time, then get 429 `busy`. What bounds the console's share of Redis
+    /// and of its own connection, so a crowd of viewers cannot starve the service it is
+    /// embedded in. Errors if `max` is 0.
+    pub fn max_concurrent_redis_reads(self, max: usize) -> Result<Self, ConsoleError> {
+        if max == 0 || max > tokio::sync::Semaphore::MAX_PERMITS {
+            return Err(ConsoleError::InvalidLimit(format!(
+                "the limit on concurrent Redis reads must be from 1 to {}",
+                tokio::sync::Semaphore::MAX_PERMITS
+            )));
+        }
+        Ok(self.with(|inner| inner.redis_work = Arc::new(tokio::sync::Semaphore::new(max))))
+    }
+
+    /// A turn to read Redis, waited for until `deadline` (then 429 `busy`).
+    pub(crate) async fn redis_permit(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, error::ApiError> {
+        let wait = self.inner.redis_work.clone().acquire_owned();
+        match tokio::time::timeout_at(deadline, wait).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => {
+                let mut error = error::ApiError::new(
+                    axum::http::StatusCode::TOO_MANY_REQUESTS,
+                    "busy",
+                    "the console is reading Redis for as many requests as it allows at once: try again in a moment",
+                );
+                error.retry_after = Some(Duration::from_secs(1));
+                Err(error)
+            }
+        }
     }
 
     fn with(self, change: impl FnOnce(&mut Inner)) -> Self {

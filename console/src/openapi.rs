@@ -122,7 +122,7 @@ pub(crate) fn spec() -> Value {
                     "properties": {
                         "pattern": { "type": "string" },
                         "limit": { "type": "integer" },
-                        "partial": { "type": "boolean", "description": "The console's budget of keys to scan ran out: more locks may match" },
+                        "partial": { "type": "boolean", "description": "The console's budget of holds to check ran out: more locks may match" },
                         "locks": { "type": "array", "items": {
                             "type": "object",
                             "properties": {

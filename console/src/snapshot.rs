@@ -1,6 +1,6 @@
 //! The shared snapshot: what the overview, the jobs list and the replicas show, read from Redis
 //! at most once per interval however many people (or scripts) look, within a budget of time
-//! and of keys scanned. A snapshot that ran out of budget says so (`partial`) rather than
+//! and of holds checked. A snapshot that ran out of budget says so (`partial`) rather than
 //! failing, and viewers that arrive while one is being read wait for it instead of reading
 //! Redis again.
 
@@ -25,6 +25,8 @@ pub(crate) struct Snapshot {
     /// The parts the budget did not let the read finish (`jobs`, `replicas`, `locks`); empty
     /// when the snapshot is whole.
     pub(crate) partial: Vec<&'static str>,
+    /// The jobs listed whose state (pause flag, last run, failures) was not read in time.
+    pub(crate) missing_jobs: Vec<String>,
     /// When the read started.
     pub(crate) taken: Instant,
 }
@@ -43,7 +45,7 @@ pub(crate) struct Budget {
     pub(crate) interval: Duration,
     /// The longest one read may take; past it, what is missing is left out (`partial`).
     pub(crate) time: Duration,
-    /// Keys the locks listing may examine (per Redis node).
+    /// Recorded holds the locks listing may check.
     pub(crate) keys: usize,
 }
 
@@ -57,7 +59,7 @@ impl Budget {
     pub(crate) fn new(interval: Duration, time: Duration, keys: usize) -> Result<Self, ConsoleError> {
         if time.is_zero() || keys == 0 {
             return Err(ConsoleError::InvalidLimit(
-                "the snapshot's budget needs a time longer than zero and at least one key to scan".into(),
+                "the snapshot's budget needs a time longer than zero and at least one hold to check".into(),
             ));
         }
         Ok(Budget { interval, time, keys })
@@ -102,16 +104,26 @@ impl Shared {
     }
 }
 
-/// Reads a snapshot within `budget`.
+/// Reads a snapshot within `budget`, on the console's own connection, holding one of its
+/// permits for Redis work.
 async fn read(console: &Console, budget: Budget) -> Result<Snapshot, ApiError> {
     let taken = Instant::now();
     let deadline = taken + budget.time;
+    let _permit = console.redis_permit(deadline).await?;
     let client = console.client();
     let mut partial = Vec::new();
-    // Jobs first: what operators come for, and the part whose scans only the time bounds;
-    // the locks listing, bounded by its key budget too, last.
-    let jobs = match tokio::time::timeout_at(deadline, view::jobs(client)).await {
-        Ok(jobs) => jobs?,
+    // Jobs first: what operators come for; their per-job reads all go out at once, and what
+    // came back by the deadline is shown (the rest listed by name, said missing).
+    let mut missing_jobs = Vec::new();
+    let jobs = match tokio::time::timeout_at(deadline, view::jobs(client, deadline)).await {
+        Ok(read) => {
+            let (jobs, missing) = read?;
+            if !missing.is_empty() {
+                partial.push("jobs");
+            }
+            missing_jobs = missing;
+            jobs
+        }
         Err(_) => {
             partial.push("jobs");
             Vec::new()
@@ -142,5 +154,5 @@ async fn read(console: &Console, budget: Budget) -> Result<Snapshot, ApiError> {
             Vec::new()
         }
     };
-    Ok(Snapshot { jobs, replicas, locks, partial, taken })
+    Ok(Snapshot { jobs, replicas, locks, partial, missing_jobs, taken })
 }

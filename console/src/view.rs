@@ -77,14 +77,26 @@ pub(crate) fn is_failure(outcome: &str) -> bool {
 }
 
 /// Every job the scheduler groups register, and those seen only in Redis's histories and
-/// pause flags, sorted by name.
-pub(crate) async fn jobs(client: &LockClient) -> Result<Vec<JobView>, ApiError> {
+/// pause flags, sorted by name, with the state read before `deadline` (all jobs' reads
+/// pipelined: see [`control::job_summaries`]); and the names of the jobs whose state was not
+/// read in time (listed, without their state).
+pub(crate) async fn jobs(
+    client: &LockClient,
+    deadline: tokio::time::Instant,
+) -> Result<(Vec<JobView>, Vec<String>), ApiError> {
     let mut by_name: BTreeMap<String, JobView> = BTreeMap::new();
     for job in control::registered_jobs(client).await? {
         by_name.entry(job.name.clone()).or_insert_with(|| registered(job));
     }
-    for name in control::jobs(client).await? {
-        by_name.entry(name.clone()).or_insert_with(|| unregistered(name));
+    let summaries = control::job_summaries(client, deadline).await?;
+    for summary in summaries.jobs {
+        let view = by_name.entry(summary.job.clone()).or_insert_with(|| unregistered(summary.job));
+        view.paused = summary.paused;
+        view.failures_24h = usize::try_from(summary.failures_last_day).unwrap_or(usize::MAX);
+        view.last = summary.last;
+    }
+    for name in &summaries.missing {
+        by_name.entry(name.clone()).or_insert_with(|| unregistered(name.clone()));
     }
     // Soonest first: the first one seen per job is its next.
     for retry in control::all_pending_retries(client).await? {
@@ -92,10 +104,7 @@ pub(crate) async fn jobs(client: &LockClient) -> Result<Vec<JobView>, ApiError> 
             view.next_retry.get_or_insert(retry);
         }
     }
-    for view in by_name.values_mut() {
-        fill(client, view).await?;
-    }
-    Ok(by_name.into_values().collect())
+    Ok((by_name.into_values().collect(), summaries.missing))
 }
 
 /// A job a scheduler group registers, before its state is read.
@@ -176,7 +185,7 @@ pub(crate) struct LockQuery {
 
 impl LockQuery {
     /// Checks the caller's `pattern` (or `default`) and `limit`. A pattern with no literal
-    /// prefix (`*`, `?x`, `[ab]*`) would scan every key of the database: it needs an explicit
+    /// prefix (`*`, `?x`, `[ab]*`) matches every lock's name: it needs an explicit
     /// `limit`. Limits run from 1 to [`MAX_LIMIT`].
     pub(crate) fn parse(
         pattern: Option<&str>,
@@ -203,7 +212,7 @@ impl LockQuery {
             return Err(ApiError::bad_request(
                 "unbounded_pattern",
                 format!(
-                    "pattern `{pattern}` has no literal prefix, so it scans every key: give a prefix (e.g. lock:*) or an explicit limit (at most {MAX_LIMIT})"
+                    "pattern `{pattern}` has no literal prefix, so it matches every lock: give a prefix (e.g. lock:*) or an explicit limit (at most {MAX_LIMIT})"
                 ),
             ));
         }
@@ -211,8 +220,8 @@ impl LockQuery {
     }
 }
 
-/// The held locks `query` matches, examining at most about `scan_budget` keys per node, and
-/// whether every key was examined.
+/// The held locks `query` matches, checking at most `scan_budget` recorded holds, and
+/// whether every one was checked.
 pub(crate) async fn locks(
     client: &LockClient,
     query: &LockQuery,

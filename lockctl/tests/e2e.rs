@@ -410,6 +410,7 @@ async fn lockctl_shows_and_releases_permits_and_readers() {
     let p2 = semaphore.acquire(LockOptions::new()).await.expect("permit 2");
     let rw = client.rw_lock("lock:catalogue").expect("rw-lock");
     let reader = rw.read(LockOptions::new()).await.expect("reader");
+    assert!(client.record_holdings().await, "the holdings record is written");
 
     let (code, json) = lockctl_json(&url, &["show", "lock:exports"]).await;
     assert_eq!(code, 0, "{json}");

@@ -90,6 +90,24 @@ impl Monitor {
     }
 }
 
+impl Monitor {
+    /// Every command line up to and including the first for which `last` holds (send a
+    /// marker command, e.g. `ECHO <marker>`, after the commands of interest), or all lines
+    /// within `within` if none does.
+    pub async fn until(&mut self, within: std::time::Duration, last: impl Fn(&str) -> bool) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + within;
+        let mut lines = Vec::new();
+        while let Ok(Some(line)) = tokio::time::timeout_at(deadline, self.lines.recv()).await {
+            let done = last(&line);
+            lines.push(line);
+            if done {
+                break;
+            }
+        }
+        lines
+    }
+}
+
 impl Drop for Monitor {
     fn drop(&mut self) {
         let _ = self.stream.shutdown(std::net::Shutdown::Both);

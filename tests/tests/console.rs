@@ -106,6 +106,7 @@ async fn every_endpoint_answers_from_redis_and_actions_need_the_token() {
     let holder = client(&s.server, "pod-x");
     let guard = holder.acquire("lock:console:held", LockOptions::new()).await.expect("take the lock");
     let markup_guard = holder.acquire(MARKUP, LockOptions::new()).await.expect("take the markup lock");
+    assert!(holder.record_holdings().await, "the holdings record is written");
 
     // Locks.
     let locks = http::get(addr, "/api/locks?pattern=lock:console:*").await;

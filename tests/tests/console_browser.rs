@@ -453,6 +453,7 @@ async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_repl
     }
     let holder = client(&server, "pod-x");
     let held = holder.acquire(MARKUP, LockOptions::new()).await.expect("hold the markup lock");
+    assert!(holder.record_holdings().await, "the holdings record is written");
     let console = Console::new(client(&server, "console")).token(TOKEN).expect("token");
     let app = console
         .router()
@@ -516,6 +517,7 @@ async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_repl
     let semaphore = |c: &lock_core::LockClient| c.semaphore("sem:exports", 2).expect("a semaphore");
     let first = semaphore(&holder).acquire(LockOptions::new()).await.expect("first permit");
     let second = semaphore(&other).acquire(LockOptions::new()).await.expect("second permit");
+    assert!(holder.record_holdings().await && other.record_holdings().await, "the records are written");
     let queued = client(&server, "pod-z");
     let waiter = tokio::spawn(async move {
         let permit = semaphore(&queued).acquire(LockOptions::new().wait(Duration::from_secs(120))).await;
@@ -544,6 +546,7 @@ async fn the_page_shows_locks_and_history_and_its_pause_button_pauses_every_repl
     // A fenced lock's page shows its fence.
     let fenced =
         holder.acquire("lock:nightly", LockOptions::new().fencing(true)).await.expect("a fenced lock");
+    assert!(holder.record_holdings().await, "the holdings record is written");
     let dom = dump_dom(&url("/locks/lock%3Anightly")).await;
     let fence = between(&dom, "<dd id=\"lock-fence\">", "</dd>");
     assert!(fence.parse::<u64>().is_ok(), "a fence number, not {fence:?}: {dom}");
@@ -789,6 +792,7 @@ async fn a_failed_update_keeps_the_last_data_under_a_stale_banner() {
     let console_client = client(&*server.lock().await, "console");
     let holder = client(&*server.lock().await, "pod-x");
     let _held = holder.acquire("lock:stale", LockOptions::new()).await.expect("hold a lock");
+    assert!(holder.record_holdings().await, "the holdings record is written");
     // No snapshot reuse: every update of the page reads Redis.
     let console = Console::new(console_client.clone())
         .snapshot_budget(Duration::ZERO, Duration::from_secs(2), 100_000)

@@ -131,6 +131,7 @@ async fn only_locks_are_read_or_released() {
     let guard = holder.acquire("lock:real", LockOptions::new().fencing(true)).await.expect("take a lock");
     let semaphore = holder.semaphore("sem:real", 2).expect("a semaphore");
     let permit = semaphore.acquire(LockOptions::new()).await.expect("take a permit");
+    assert!(holder.record_holdings().await, "the holdings record is written");
     let liveness = lock_core::inspect::parse_token(guard.token())
         .and_then(|h| h.liveness_key)
         .expect("the token names its liveness key");
@@ -228,7 +229,9 @@ async fn only_locks_are_read_or_released() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_loopback_or_allowed_hosts_are_served() {
     let server = RedisServer::start();
-    server.cli(&["SET", "lock:x", "pod-a:0123456789ab:01234567-89ab-cdef-0123-456789abcdef", "PX", "60000"]);
+    let holder = client(&server, "pod-a");
+    let _held = holder.acquire("lock:x", LockOptions::new()).await.expect("a lock");
+    assert!(holder.record_holdings().await, "the holdings record is written");
     let console = Console::new(console_client(&server)).token(TOKEN).expect("a strong token");
     let plain = serve(&console, ServeOptions::default()).await;
     let addr = plain.addr;
@@ -518,6 +521,7 @@ async fn roles_weak_tokens_and_what_actions_say() {
     // An unlock's audit line names the holder released.
     let holder = client(&server, "pod-held");
     let guard = holder.acquire("lock:audited-unlock", LockOptions::new()).await.expect("a lock");
+    assert!(holder.record_holdings().await, "the holdings record is written");
     let owner = guard.token().to_owned();
     let released = with_token(addr, "DELETE", "/api/locks/lock:audited-unlock", admin).await;
     assert_eq!(
@@ -626,15 +630,21 @@ async fn a_client_at_its_cap_makes_room_with_its_own_idle_connections() {
     served.stop().await;
 }
 
-/// `SCAN` calls the server has run since its statistics were reset (`CONFIG RESETSTAT`).
-fn scans(server: &RedisServer) -> u64 {
+/// Calls of `command` since the statistics were reset (`CONFIG RESETSTAT`).
+fn calls(server: &RedisServer, command: &str) -> u64 {
+    let prefix = format!("cmdstat_{command}:calls=");
     server
         .cli(&["INFO", "commandstats"])
         .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_scan:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
+        .find_map(|l| l.strip_prefix(prefix.as_str()).map(str::to_owned))
+        .and_then(|rest| rest.split(',').next().and_then(|n| n.parse().ok()))
         .unwrap_or(0)
+}
+
+/// The reads a view makes (the holdings records, the index of them, the jobs' last runs), and
+/// `SCAN`s: what the lock holders' own writes never send.
+fn reads(server: &RedisServer) -> u64 {
+    ["hgetall", "zrangebyscore", "xrevrange", "scan"].iter().map(|c| calls(server, c)).sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -642,14 +652,15 @@ async fn viewers_share_one_bounded_snapshot() {
     let server = RedisServer::start();
     let holder = client(&server, "pod-x");
     let _guard = holder.acquire("zzz:lock", LockOptions::new()).await.expect("take a lock");
+    assert!(holder.record_holdings().await, "the holdings record is written");
     lock_scheduler::control::pause_by(&holder, "shared-job", "setup").await.expect("a job by its flag");
 
-    // What one view of the jobs costs in SCANs, on a console of its own.
+    // What one view of the jobs costs in reads, on a console of its own.
     let one = Console::new(console_client(&server)).lock_pattern("zzz:*");
     let one = serve(&one, ServeOptions::default()).await;
     server.cli(&["CONFIG", "RESETSTAT"]);
     assert_eq!(http::get(one.addr, "/api/jobs").await.status, 200);
-    let per_view = scans(&server);
+    let per_view = reads(&server);
     assert!(per_view > 0, "a view reads Redis");
 
     // Twenty viewers at once, of every page the snapshot serves: one read.
@@ -668,13 +679,13 @@ async fn viewers_share_one_bounded_snapshot() {
         let view = view.await.expect("a view");
         assert_eq!(view.status, 200, "{}", view.body);
     }
-    assert_eq!(scans(&server), per_view, "twenty viewers cost what one does");
+    assert_eq!(reads(&server), per_view, "twenty viewers cost what one does");
     let jobs = http::get(shared.addr, "/api/jobs").await.json();
     assert_eq!(
         (jobs["partial"].clone(), jobs["jobs"][0]["name"].clone()),
         (false.into(), "shared-job".into())
     );
-    assert_eq!(scans(&server), per_view, "still the same snapshot");
+    assert_eq!(reads(&server), per_view, "still the same snapshot");
     // An action makes the next view read anew (so it shows the action's effect).
     let token_console = Console::new(console_client(&server)).token(TOKEN).expect("token");
     let acting = serve(&token_console, ServeOptions::default()).await;
@@ -683,31 +694,34 @@ async fn viewers_share_one_bounded_snapshot() {
     let after = http::get(acting.addr, "/api/jobs").await.json();
     assert_eq!(after["jobs"], serde_json::json!([]), "resumed, the job is gone from the fresh view: {after}");
 
-    // A budget of keys: 5,000 unrelated keys and a pattern that matches one of them. With a
-    // budget below the keyspace the overview says it is partial; with the default it is whole.
+    // 5,000 unrelated keys change nothing: the locks come from the holdings records, never a
+    // SCAN. A budget of holds to check below the number held says partial; the default is whole.
     server.cli(&["EVAL", "for i = 1, 5000 do redis.call('SET', 'other:' .. i, 'x') end", "0"]);
+    let _second = holder.acquire("zzz:lock2", LockOptions::new()).await.expect("take a lock");
+    assert!(holder.record_holdings().await, "the holdings record is written");
     let small = Console::new(console_client(&server))
         .lock_pattern("zzz:*")
-        .snapshot_budget(Duration::from_secs(600), Duration::from_secs(10), 1000)
+        .snapshot_budget(Duration::from_secs(600), Duration::from_secs(10), 1)
         .expect("a budget");
     let small = serve(&small, ServeOptions::default()).await;
+    server.cli(&["CONFIG", "RESETSTAT"]);
     let page = http::get(small.addr, "/").await;
     assert_eq!(page.status, 200);
     assert!(page.body.contains("id=\"partial\"") && page.body.contains("locks"), "{}", page.body);
-    // The note names both budgets: here the keys ran out, well within the 10 s.
-    assert!(page.body.contains("the keys it may scan"), "{}", page.body);
+    assert!(page.body.contains("the holds it may check"), "{}", page.body);
     let listing = http::get(small.addr, "/api/locks?pattern=zzz:*&limit=10").await.json();
     assert_eq!(listing["partial"], true, "{listing}");
     let roomy =
         serve(&Console::new(console_client(&server)).lock_pattern("zzz:*"), ServeOptions::default()).await;
     let listing = http::get(roomy.addr, "/api/locks?pattern=zzz:*&limit=10").await.json();
     assert_eq!(
-        (listing["partial"].clone(), listing["locks"][0]["key"].clone()),
-        (false.into(), "zzz:lock".into())
+        (listing["partial"].clone(), listing["locks"][0]["key"].clone(), listing["locks"][1]["key"].clone()),
+        (false.into(), "zzz:lock".into(), "zzz:lock2".into())
     );
     let whole = http::get(roomy.addr, "/").await;
     assert!(!whole.body.contains("id=\"partial\""), "{}", whole.body);
-    assert!(whole.body.contains("<b id=\"locks-held\">1</b>"), "the one lock is counted: {}", whole.body);
+    assert!(whole.body.contains("<b id=\"locks-held\">2</b>"), "both locks are counted: {}", whole.body);
+    assert_eq!(calls(&server, "scan"), 0, "no view scans the keyspace");
     for served in [one, shared, acting, small, roomy] {
         served.stop().await;
     }

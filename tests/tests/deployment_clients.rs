@@ -424,6 +424,7 @@ async fn order_service_and_operations_run_on_a_cluster() {
     for key in &keys {
         guards.push(ops.try_lock(key, LockOptions::new()).await.expect("locked"));
     }
+    assert!(ops.record_holdings().await, "the holdings record is written");
     let listed = ops.list_locks("lock:ops:*", 100).await.expect("list");
     let listed: Vec<&str> = listed.iter().map(|l| l.key.as_str()).collect();
     let mut expected: Vec<&str> = keys.iter().map(String::as_str).collect();

@@ -390,6 +390,8 @@ async fn waiter_hears_the_release_after_a_failover<D: Failover>(
         .build()
         .expect("the waiter's client");
     let guard = holder.acquire(&key, LockOptions::new()).await.expect("the holder takes the lock");
+    // Recorded now (not within its usual 100 ms), so an operator's release finds it at once.
+    assert!(holder.record_holdings().await, "the holdings record is written");
     let master = deployment.master_for(&key);
     let waiter = tokio::spawn({
         let (others, key) = (others.clone(), key.clone());

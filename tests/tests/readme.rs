@@ -26,6 +26,8 @@ fn the_key_table_spells_every_name_the_schema_builds() {
         schema::readers_key("<name>"),
         schema::release_channel(key, "<client id>"),
         schema::liveness_key("<instance-id>:<client id>"),
+        schema::holdings_key("<instance-id>:<client id>"),
+        schema::HOLDINGS_INDEX.to_owned(),
         schema::PERMITS_MEMBER.to_owned(),
         format!("<token>{}", schema::RELEASED_SUFFIX),
         format!("\\{}", schema::QUEUED_MARK),

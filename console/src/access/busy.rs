@@ -1,5 +1,7 @@
-//! The limit on requests served at once: past it, a request is answered 429 `busy` at once, so
-//! that a crowd of viewers (or a script in a loop) cannot pile reads onto Redis.
+//! The limits on requests served at once: past the first, a request is answered 429 `busy` at
+//! once; of those admitted, only a few read Redis at a time (the others wait their turn within
+//! the read budget's time), so that a crowd of viewers (or a script in a loop) cannot pile
+//! reads onto Redis or the console's connection.
 
 use std::time::Duration;
 
@@ -28,6 +30,17 @@ pub(crate) async fn admit(State(console): State<Console>, request: Request, next
         );
         error.retry_after = Some(Duration::from_secs(1));
         return error.into_response();
+    };
+    // Assets and the API's description read nothing; everything else waits for a turn to
+    // read Redis (the snapshot's views take theirs inside the shared read).
+    let path = request.uri().path();
+    let _turn = if matches!(path, "/console.js" | "/console.css" | "/api/openapi.json") {
+        None
+    } else {
+        match console.redis_permit(tokio::time::Instant::now() + console.inner.budget.time).await {
+            Ok(turn) => Some(turn),
+            Err(e) => return e.into_response(),
+        }
     };
     next.run(request).await
 }

@@ -84,9 +84,18 @@ pub(crate) fn partial_note(snapshot: &Snapshot) -> String {
     if snapshot.partial.is_empty() {
         return String::new();
     }
+    let missing = if snapshot.missing_jobs.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " The state of {} job(s) was not read in time (listed without it): {}.",
+            snapshot.missing_jobs.len(),
+            esc(&snapshot.missing_jobs.join(", "))
+        )
+    };
     format!(
-        "<p class=\"warn\" id=\"partial\">Partial view: the console's read budget (its time, or the keys \
-         it may scan) ran out while reading {}; what is shown may be incomplete.</p>",
+        "<p class=\"warn\" id=\"partial\">Partial view: the console's read budget (its time, or the \
+         holds it may check) ran out while reading {}; what is shown is what was read.{missing}</p>",
         snapshot.partial.join(", ")
     )
 }

@@ -28,8 +28,8 @@ pub(crate) async fn locks(State(console): State<Console>, base: Base, query: Par
     let mut body = if complete {
         String::new()
     } else {
-        "<p class=\"warn\" id=\"partial\">Partial list: the console's budget of keys to scan ran out before \
-         the whole database was looked at, so more locks may match than are shown.</p>"
+        "<p class=\"warn\" id=\"partial\">Partial list: the console's budget of holds to check ran out (or \
+         more client identities hold locks than one listing reads), so more locks may match than are shown.</p>"
             .to_owned()
     };
     let _ = write!(

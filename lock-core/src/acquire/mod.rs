@@ -24,6 +24,7 @@ use crate::conn::Conn;
 use crate::conn::wake_ups::WakeUps;
 use crate::error::{LockError, Result};
 use crate::held::guard::LockGuard;
+use crate::held::holdings::Holdings;
 use crate::held::liveness::{Identity, Liveness};
 use crate::held::release::Releaser;
 use crate::held::scope;
@@ -45,6 +46,8 @@ pub(crate) struct Core {
     pub(crate) watchdog: Arc<Watchdog>,
     pub(crate) waiters: WakeUps,
     pub(crate) releaser: Arc<Releaser>,
+    /// The record of what this client holds, for operators' tools.
+    pub(crate) holdings: Holdings,
     /// The metrics of the keys this client locks.
     pub(crate) metrics: MetricsCache,
     next_lock_id: AtomicU64,
@@ -120,8 +123,10 @@ impl Core {
             config.handoff,
             config.replica_ack,
         ));
+        let holdings = Holdings::new(conn.clone());
         Core {
             config,
+            holdings,
             conn,
             liveness,
             watchdog,
@@ -312,6 +317,7 @@ impl Core {
         if watchdog {
             self.watchdog.register(state.clone());
         }
+        self.holdings.register(state.clone());
         if let Some(fence) = fence {
             tracing::Span::current().record("fence", fence);
         }

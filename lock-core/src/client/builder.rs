@@ -90,7 +90,10 @@ impl LockClientBuilder {
     /// Redis shows up as [`LockError::Redis`] on first use, and the client recovers by
     /// itself once Redis is back.
     pub fn build(self) -> Result<LockClient> {
-        Ok(LockClient { core: Arc::new(self.into_core()?) })
+        let mut origin = self.clone();
+        origin.pool = None;
+        let origin = Arc::new(origin);
+        Ok(LockClient { core: Arc::new(self.into_core()?), origin })
     }
 
     /// Where Redis is, as a URL (what `REDIS_URL` holds for [`LockClient::from_env`](crate::LockClient::from_env)):

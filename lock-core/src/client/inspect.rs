@@ -6,6 +6,12 @@
 //! return, and reads the keys of `crate::schema`. Nothing here is needed to take or
 //! release locks.
 //!
+//! Which keys are locks is known from the holdings records the clients keep (see
+//! [`schema::holdings_key`]), never from the keyspace: listing reads the records and then only
+//! the keys they name; showing, unlocking and releasing read a key's value only if some record
+//! names it. Another application's key is never read (at most its `TYPE`, to tell a free name
+//! from a foreign one), whatever its value looks like.
+//!
 //! ```no_run
 //! # async fn demo(client: lock_core::LockClient) -> Result<(), lock_core::LockError> {
 //! let state = client.inspect("lock:daily-report").await?;
@@ -15,11 +21,13 @@
 //! # Ok(()) }
 //! ```
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use deadpool_redis::redis::{self, Value};
 
 use crate::acquire::Core;
+use crate::client::recorded::{self, Recorded};
 use crate::error::{LockError, Result};
 use crate::schema::hold::Hold;
 use crate::schema::{self, RELEASED_SUFFIX};
@@ -189,6 +197,9 @@ pub fn parse_token(token: &str) -> Option<Holder> {
 pub(crate) async fn read(core: &Core, key: &str) -> Result<LockInfo> {
     schema::validate_key(key)?;
     refuse_machinery(key)?;
+    if recorded::holds_of(core, key).await?.is_empty() {
+        return unrecorded(core, key).await;
+    }
     let conn = &core.conn;
     let action = || format!("reading lock `{}`", short(key));
     let mut pipe = redis::pipe();
@@ -315,6 +326,28 @@ pub(crate) async fn read(core: &Core, key: &str) -> Result<LockInfo> {
     })
 }
 
+/// A name no record names: free if nothing is there, else someone else's key (only its type
+/// is read, never its value).
+async fn unrecorded(core: &Core, key: &str) -> Result<LockInfo> {
+    match kind_of(core, key).await?.as_str() {
+        "none" => Ok(LockInfo {
+            key: key.to_owned(),
+            kind: LockKind::Lock,
+            holder: None,
+            holders: Vec::new(),
+            ttl: None,
+            fence: None,
+            last_tick: None,
+            waiters: Vec::new(),
+            handoffs: Vec::new(),
+        }),
+        _ => Err(not_a_lock(key, NOT_RECORDED)),
+    }
+}
+
+/// What a key is when no client recorded holding it.
+const NOT_RECORDED: &str = "a key that no lock client recorded as held";
+
 /// What a string key holds when its value is not an owner token.
 const NOT_A_TOKEN: &str = "a string that is not an owner token";
 
@@ -367,6 +400,12 @@ enum Found {
 /// Reads what `key` is; anything but a lock, a writer or a semaphore is [`LockError::NotALock`].
 async fn found(core: &Core, key: &str) -> Result<Found> {
     refuse_machinery(key)?;
+    if recorded::holds_of(core, key).await?.is_empty() {
+        return match kind_of(core, key).await?.as_str() {
+            "none" => Ok(Found::Nothing),
+            _ => Err(not_a_lock(key, NOT_RECORDED)),
+        };
+    }
     let action = || format!("reading lock `{}`", short(key));
     match kind_of(core, key).await?.as_str() {
         "none" => Ok(Found::Nothing),
@@ -407,128 +446,129 @@ fn remaining_ms(until_ms: i64, now_ms: i64) -> Duration {
 }
 
 /// Lists held locks matching `pattern` (see
-/// [`LockClient::list_locks`](crate::LockClient::list_locks)).
+/// [`LockClient::list_locks`](crate::LockClient::list_locks)): the names the holdings records
+/// give, each checked against what its key holds now. `budget`: holds examined at most.
 pub(crate) async fn list(core: &Core, pattern: &str, limit: usize, budget: usize) -> Result<LockListing> {
-    let conn = &core.conn;
-    let action = || format!("listing locks matching `{}`", short(pattern));
-    let mut found = Vec::new();
-    // Every master of a cluster is scanned; the keys' values are then read in one pipeline
-    // per node. The budget is shared by the three scans (strings, semaphores, readers).
-    let budget = budget.div_ceil(3);
-    let (keys, mut complete) =
-        conn.scan_within(pattern, Some("string"), limit.saturating_mul(4).max(1000), budget).await?;
-    let candidates: Vec<String> = keys.into_iter().filter(|k| !is_auxiliary_key(k)).collect();
-    for (node, candidates) in conn.split_by_node(candidates, String::as_str).await {
-        if found.len() >= limit {
-            break;
-        }
-        for chunk in candidates.chunks(500) {
-            let mut pipe = redis::pipe();
-            for key in chunk {
-                pipe.cmd("GET").arg(key).cmd("PTTL").arg(key);
-            }
-            let replies: Vec<Value> = conn
-                .query_pipeline_on(&pipe, node.clone())
-                .await
-                .map_err(|e| LockError::redis(action(), e))?;
-            for (key, pair) in chunk.iter().zip(replies.chunks(2)) {
-                let (Some(Value::BulkString(value)), Some(Value::Int(pttl))) = (pair.first(), pair.get(1))
-                else {
-                    continue;
-                };
-                let Some(holder) = std::str::from_utf8(value).ok().and_then(parse_token) else { continue };
-                found.push(LockSummary {
-                    key: key.clone(),
-                    kind: LockKind::Lock,
-                    holder,
-                    holders: 1,
-                    ttl: ttl_of(*pttl),
-                });
-            }
-        }
+    let (holds, mut complete) = recorded::holds(core).await?;
+    let mut holds: Vec<Recorded> =
+        holds.into_iter().filter(|h| recorded::glob_match(pattern, &h.name)).collect();
+    if holds.len() > budget {
+        holds.truncate(budget);
+        complete = false;
     }
-    if found.len() < limit {
-        let (shared, shared_complete) = list_shared(core, pattern, limit - found.len(), budget).await?;
-        found.extend(shared);
-        complete &= shared_complete;
+    let mut by_name: BTreeMap<String, Vec<Recorded>> = BTreeMap::new();
+    for hold in holds {
+        by_name.entry(hold.name.clone()).or_default().push(hold);
+    }
+    let names: Vec<(String, Vec<Recorded>)> = by_name.into_iter().collect();
+    let mut found = Vec::new();
+    for (node, names) in core.conn.split_by_node(names, |(name, _)| name.as_str()).await {
+        for chunk in names.chunks(200) {
+            found.extend(check_chunk(core, chunk, node.clone()).await?);
+        }
     }
     found.sort_by(|a, b| a.key.cmp(&b.key));
-    found.truncate(limit);
+    if found.len() > limit {
+        found.truncate(limit);
+    }
     Ok(LockListing { locks: found, complete })
 }
 
-/// Semaphores and read-write locks with readers matching `pattern`: their holder sets are
-/// sorted sets, the semaphore's under its name, the readers under [`schema::readers_key`].
-async fn list_shared(
+/// Reads, in one pipeline to `node`, what the recorded keys of `chunk` hold now, and keeps
+/// those still held by a recorded token.
+async fn check_chunk(
     core: &Core,
-    pattern: &str,
-    limit: usize,
-    budget: usize,
-) -> Result<(Vec<LockSummary>, bool)> {
-    let conn = &core.conn;
-    let action = || format!("listing semaphores and read-write locks matching `{}`", short(pattern));
-    let scan_limit = limit.saturating_mul(4).max(1000);
-    let (mut keys, sets_complete) = conn.scan_within(pattern, Some("zset"), scan_limit, budget).await?;
-    let (readers, readers_complete) =
-        conn.scan_within(&schema::readers_key(pattern), Some("zset"), scan_limit, budget).await?;
-    keys.extend(readers);
-    keys.sort();
-    keys.dedup();
-    let candidates: Vec<String> = keys
-        .into_iter()
-        .filter(|k| schema::rw_lock_of_readers_key(k).is_some() || !is_auxiliary_key(k))
-        .collect();
-    let mut found = Vec::new();
-    for (node, candidates) in conn.split_by_node(candidates, String::as_str).await {
-        for chunk in candidates.chunks(200) {
-            let mut pipe = redis::pipe();
-            pipe.cmd("TIME");
-            for key in chunk {
-                pipe.cmd("ZRANGE").arg(key).arg(0).arg(-1).arg("WITHSCORES");
-            }
-            let replies: Vec<Value> = conn
-                .query_pipeline_on(&pipe, node.clone())
-                .await
-                .map_err(|e| LockError::redis(action(), e))?;
-            let mut replies = replies.into_iter();
-            let (secs, micros): (i64, i64) = replies
-                .next()
-                .map(redis::from_redis_value)
-                .transpose()
-                .map_err(|e| LockError::redis(action(), e.into()))?
-                .unwrap_or((0, 0));
-            let now_ms = secs * 1000 + micros / 1000;
-            for (key, reply) in chunk.iter().zip(replies) {
-                let members: Vec<(String, f64)> = redis::from_redis_value(reply).unwrap_or_default();
-                let (name, kind) = match schema::rw_lock_of_readers_key(key) {
-                    Some(name) => (name.to_owned(), LockKind::RwLock),
-                    // Another application's sorted set: not listed.
-                    None if !is_semaphore(&members) => continue,
-                    None => {
-                        let permits = members
-                            .iter()
-                            .find(|(m, _)| m == schema::PERMITS_MEMBER)
-                            .and_then(|(_, score)| u32::try_from(-(*score as i64)).ok());
-                        (key.clone(), LockKind::Semaphore { permits })
-                    }
-                };
-                let mut live = members.into_iter().filter(|(m, until)| {
-                    m != schema::PERMITS_MEMBER && (*until as i64) > now_ms && schema::owner_of(m).is_some()
-                });
-                let Some((first, until)) = live.next() else { continue };
-                let Some(mut holder) = parse_token(&first) else { continue };
-                holder.expires_in = Some(remaining_ms(until as i64, now_ms));
-                found.push(LockSummary {
-                    key: name,
-                    kind,
-                    holder,
-                    holders: 1 + live.count(),
-                    ttl: Some(remaining_ms(until as i64, now_ms)),
-                });
-            }
+    chunk: &[(String, Vec<Recorded>)],
+    node: Option<crate::conn::deploy::slots::Node>,
+) -> Result<Vec<LockSummary>> {
+    let action = || "reading recorded locks".to_owned();
+    let mut pipe = redis::pipe();
+    pipe.cmd("TIME");
+    for (name, holds) in chunk {
+        // A lock or a writer: the key's value and expiry. A semaphore: its permits marker and
+        // each recorded permit's lapse time. Readers: each recorded reader's.
+        pipe.cmd("GET").arg(name).cmd("PTTL").arg(name);
+        pipe.cmd("ZSCORE").arg(name).arg(schema::PERMITS_MEMBER);
+        for hold in holds {
+            match hold.kind {
+                'p' => pipe.cmd("ZSCORE").arg(name).arg(&hold.token),
+                'r' => pipe.cmd("ZSCORE").arg(schema::readers_key(name)).arg(&hold.token),
+                _ => pipe.cmd("ECHO").arg(""),
+            };
         }
     }
-    Ok((found, sets_complete && readers_complete))
+    // Each command on a key of the wrong type fails alone (WRONGTYPE): that key is left out.
+    pipe.ignore_errors();
+    let replies: Vec<redis::RedisResult<Value>> =
+        core.conn.query_pipeline_on(&pipe, node).await.map_err(|e| LockError::redis(action(), e))?;
+    let mut replies = replies.into_iter();
+    let now_ms = match replies.next() {
+        Some(Ok(time)) => {
+            let (secs, micros): (i64, i64) =
+                redis::from_redis_value(time).map_err(|e| LockError::redis(action(), e.into()))?;
+            secs * 1000 + micros / 1000
+        }
+        _ => {
+            return Err(LockError::redis(
+                action(),
+                redis::RedisError::from((redis::ErrorKind::Parse, "no TIME reply")),
+            ));
+        }
+    };
+    let mut found = Vec::new();
+    for (name, holds) in chunk {
+        let value = replies.next().and_then(Result::ok);
+        let pttl = replies.next().and_then(Result::ok);
+        let permits = replies.next().and_then(Result::ok);
+        let scores: Vec<Option<f64>> = holds
+            .iter()
+            .map(|_| replies.next().and_then(Result::ok).and_then(|v| redis::from_redis_value(v).ok()))
+            .collect();
+        // The key holds a recorded token (a lock, a writer; marked, or kept after release).
+        if let Some(Value::BulkString(bytes)) = &value
+            && let Some(holder) = std::str::from_utf8(bytes).ok().and_then(parse_token)
+        {
+            let bare = holder.token.strip_suffix(RELEASED_SUFFIX).unwrap_or(&holder.token);
+            if holds.iter().any(|h| matches!(h.kind, 'l' | 'w') && h.token == bare) {
+                let pttl = pttl.and_then(|v| redis::from_redis_value::<i64>(v).ok()).unwrap_or(-2);
+                found.push(LockSummary {
+                    key: name.clone(),
+                    kind: LockKind::Lock,
+                    holder,
+                    holders: 1,
+                    ttl: ttl_of(pttl),
+                });
+                continue;
+            }
+        }
+        let mut live: Vec<(&Recorded, i64)> = holds
+            .iter()
+            .zip(&scores)
+            .filter(|(h, _)| matches!(h.kind, 'p' | 'r'))
+            .filter_map(|(h, score)| Some((h, (*score)? as i64)))
+            .filter(|(_, until)| *until > now_ms)
+            .collect();
+        live.sort_by_key(|(_, until)| *until);
+        let Some((first, until)) = live.first() else { continue };
+        let Some(mut holder) = parse_token(&first.token) else { continue };
+        holder.expires_in = Some(remaining_ms(*until, now_ms));
+        let kind = if first.kind == 'p' {
+            let permits = permits
+                .and_then(|v| redis::from_redis_value::<Option<f64>>(v).ok().flatten())
+                .and_then(|score| u32::try_from(-(score as i64)).ok());
+            LockKind::Semaphore { permits }
+        } else {
+            LockKind::RwLock
+        };
+        found.push(LockSummary {
+            key: name.clone(),
+            kind,
+            holder,
+            holders: live.len(),
+            ttl: Some(remaining_ms(*until, now_ms)),
+        });
+    }
+    Ok(found)
 }
 
 /// Force-releases the lock `key` (see
@@ -572,6 +612,9 @@ pub(crate) async fn force_release(core: &Core, name: &str, token: &str) -> Resul
              `lockctl show <name>`",
             short(token)
         )));
+    }
+    if !recorded::holds_of(core, name).await?.iter().any(|h| h.token == token) {
+        return Err(not_a_lock(name, "a name no lock client recorded holding with that token"));
     }
     let hold = match found(core, name).await? {
         // The release does not look at the count.

@@ -5,6 +5,7 @@
 pub(crate) mod builder;
 pub(crate) mod elections;
 pub mod inspect;
+pub(crate) mod recorded;
 mod scheduling;
 pub(crate) mod subscription;
 
@@ -48,6 +49,9 @@ static DEFAULT_CLIENT: std::sync::RwLock<Option<LockClient>> = std::sync::RwLock
 #[derive(Clone)]
 pub struct LockClient {
     core: Arc<Core>,
+    /// The configuration it was built from (without a caller's pool), for
+    /// [`with_own_connection`](Self::with_own_connection).
+    origin: Arc<LockClientBuilder>,
 }
 
 /// A snapshot of what a client is doing, from [`LockClient::stats`].
@@ -71,6 +75,9 @@ pub struct ClientStats {
     /// Releases and clean-ups running in the background (dropped guards, cancelled
     /// releases, acquisitions whose reply was lost); see [`LockClient::flush_releases`].
     pub background_releases: usize,
+    /// Writes of this client's holdings record so far (one pipeline each, at most one per
+    /// 100 ms while holds change, one per 5 s while any is held).
+    pub holdings_writes: u64,
 }
 
 impl ClientStats {
@@ -186,6 +193,7 @@ impl LockClient {
             renewals_sent: self.core.watchdog.renewals(),
             liveness_renewals: self.core.liveness.renewals(),
             background_releases: self.core.releaser.in_flight(),
+            holdings_writes: self.core.holdings.writes(),
         }
     }
 
@@ -284,27 +292,29 @@ impl LockClient {
     /// waiters with their tickets, hand-off records, and whether the holder's client is alive.
     /// Two round trips (the liveness key may live in another cluster slot).
     ///
-    /// Only what is the protocol's is read: a key holding anything but an owner token of this
-    /// crate (a lock, a read-write lock's writer) or a semaphore's holders (marked by their
-    /// permit count), a client's liveness key and a lock's auxiliary keys are
-    /// [`LockError::NotALock`], and their values are never returned. A name that does not
-    /// exist reads as a free lock.
+    /// Only what the protocol recorded is read: a key's value is read only if some client's
+    /// holdings record (see [`schema::holdings_key`](crate::schema::holdings_key)) names it.
+    /// A name no record names reads as a free lock if nothing is there, and is
+    /// [`LockError::NotALock`] otherwise (only its `TYPE` is read); so are a client's liveness
+    /// key and a lock's auxiliary keys. A lock appears in the records within about 100 ms of
+    /// its acquisition.
     pub async fn inspect(&self, key: &str) -> Result<inspect::LockInfo> {
         inspect::read(&self.core, key).await
     }
 
-    /// Lists held locks whose key matches the glob `pattern` (Redis `SCAN MATCH`, never
-    /// `KEYS`; on every master of a cluster), at most `limit`, sorted by key. Keys whose value
-    /// is not an owner token written by this crate, and the lock machinery's own keys, are
-    /// left out.
+    /// Lists held locks whose name matches the glob `pattern` (Redis's glob syntax), at most
+    /// `limit`, sorted by key: the names the clients' holdings records give (never a `SCAN`
+    /// of the keyspace), each checked against what its key holds now, so a lock released or
+    /// taken over since is left out. Locks of a client that died show until they are taken
+    /// over or expire. Costs a few commands plus about three per lock, whatever the size of
+    /// the database.
     pub async fn list_locks(&self, pattern: &str, limit: usize) -> Result<Vec<inspect::LockSummary>> {
         Ok(inspect::list(&self.core, pattern, limit, usize::MAX).await?.locks)
     }
 
-    /// [`list_locks`](Self::list_locks) with a bound on the work: at most about
-    /// `scan_budget` keys are examined per node (`SCAN` walks every key whatever the pattern,
-    /// so a narrow pattern on a large database still costs a full walk without it). When the
-    /// budget runs out first, the listing says it is not complete.
+    /// [`list_locks`](Self::list_locks) with a bound on the work: at most `scan_budget`
+    /// recorded holds matching `pattern` are checked. When the budget runs out first (or more
+    /// than 1,000 client identities have records), the listing says it is not complete.
     pub async fn list_locks_within(
         &self,
         pattern: &str,
@@ -319,8 +329,8 @@ impl LockClient {
     /// (`None`: the lock was free); [`LockError::ChangedHands`] if it changed hands every time
     /// it was read. The holder is not told: its next renewal fails and its guard reports the
     /// loss; until then it may still believe it holds the lock (fencing protects the data).
-    /// A key that is not a lock (see [`inspect`](Self::inspect)) is [`LockError::NotALock`] and
-    /// left alone.
+    /// A key no holdings record names (see [`inspect`](Self::inspect)) is
+    /// [`LockError::NotALock`] and left alone, whatever its value.
     pub async fn force_unlock(&self, key: &str) -> Result<Option<String>> {
         inspect::force_unlock(&self.core, key).await
     }
@@ -329,10 +339,29 @@ impl LockClient {
     /// (one permit: the others are left alone) or a read-write lock (a reader or the writer);
     /// given on to the oldest live waiter that fits, as the holder's release would. Returns
     /// whether `token` held it. As with [`force_unlock`](Self::force_unlock), the holder is
-    /// told only by its next renewal. `token` must be an owner token, and `name` a lock, a
-    /// semaphore or a read-write lock ([`LockError::NotALock`] otherwise, nothing changed).
+    /// told only by its next renewal. `token` must be an owner token that a holdings record
+    /// names for `name` ([`LockError::NotALock`] otherwise, nothing changed).
     pub async fn force_release(&self, name: &str, token: &str) -> Result<bool> {
         inspect::force_release(&self.core, name, token).await
+    }
+
+    /// A new client built from this one's configuration (the same Redis, credentials, TLS,
+    /// timeouts and instance id) with connections of its own: nothing it does queues behind
+    /// this client's lock commands, renewals or liveness lease, and nothing this client does
+    /// waits for it. For tools that read a lot from inside a service, such as the admin console
+    /// embedded in a replica. A caller's pool ([`LockClientBuilder::pool`]) is not shared: the
+    /// new client opens its own. Connects lazily, like [`LockClientBuilder::build`].
+    pub fn with_own_connection(&self) -> Result<LockClient> {
+        LockClientBuilder::clone(&self.origin).build()
+    }
+
+    /// Writes this client's holdings record now (see
+    /// [`schema::holdings_key`](crate::schema::holdings_key)) instead of within the usual
+    /// 100 ms of a change: so that locks just taken show in `lockctl list` and the console
+    /// at once (tests, a tool that takes a lock and then looks). Returns whether the write
+    /// reached Redis (if not, the client writes the record whole again shortly).
+    pub async fn record_holdings(&self) -> bool {
+        self.core.holdings.write_now().await
     }
 
     pub(crate) fn core(&self) -> &Arc<Core> {

@@ -134,6 +134,11 @@ impl LockState {
         self.status.load(Ordering::Acquire) == HELD
     }
 
+    /// Whether its holder released it (as opposed to held, or lost).
+    pub(crate) fn is_released(&self) -> bool {
+        self.status.load(Ordering::Acquire) == RELEASED
+    }
+
     pub(crate) fn loss(&self) -> Option<LossReason> {
         match self.status.load(Ordering::Acquire) {
             LOST_EXPIRED => Some(LossReason::Expired),

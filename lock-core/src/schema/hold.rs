@@ -29,6 +29,16 @@ impl Hold {
         }
     }
 
+    /// The kind letter of a holdings record's value (see [`schema::holding_value`]).
+    pub(crate) fn record_kind(self) -> char {
+        match self {
+            Hold::Lock => 'l',
+            Hold::Permit { .. } => 'p',
+            Hold::Read => 'r',
+            Hold::Write => 'w',
+        }
+    }
+
     /// Whether the key's value is the holder's token (a lock, a writer), as opposed to a member
     /// of a zset (a permit, a reader).
     pub(crate) fn in_value(self) -> bool {

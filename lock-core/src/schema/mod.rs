@@ -15,6 +15,8 @@
 //! | [`tickets_key`] | the waiters' tickets (zset: token -> lapse time, epoch ms) and the per-client hand-off records ([`handoff_record`]) |
 //! | [`release_channel`] | the channel on which a client hears hand-offs of a key to its waiters |
 //! | [`liveness_key`] | a client's liveness lease |
+//! | [`holdings_key`] | what one client identity holds (hash: owner token -> `<kind>\|<name>`, see [`holding_value`]), kept by the client beside its locks, never read by a script |
+//! | [`HOLDINGS_INDEX`] | the identities with a holdings record (zset: owner -> when its record expires, epoch ms) |
 //!
 //! Every auxiliary name of a key shares the key's Redis Cluster slot: the key wrapped in a hash
 //! tag (`{lock:a}:fence`), or, when the key already has a tag, the key itself plus the suffix
@@ -57,6 +59,14 @@ pub const RELEASED_SUFFIX: &str = ":released";
 
 /// Prefix of liveness keys: `lock-client:<instance>:<client id>`.
 pub const LIVENESS_PREFIX: &str = "lock-client:";
+
+/// The hash tag of the holdings records and their index: all in one cluster slot, so one
+/// pipeline reads every client's record.
+pub const HOLDINGS_TAG: &str = "{lock-holdings}";
+
+/// The index of holdings records (zset: owner `<instance>:<client id>` -> when its record
+/// expires, epoch ms, the client's clock). Readers list the owners scored after now.
+pub const HOLDINGS_INDEX: &str = "{lock-holdings}:owners";
 
 /// Hex digits of a client id (the second field of an owner token).
 pub(crate) const CLIENT_ID_LEN: usize = 12;
@@ -221,6 +231,7 @@ pub fn lock_of_auxiliary_key(key: &str) -> Option<&str> {
 /// some lock, or a liveness key.
 pub fn is_auxiliary_key(key: &str) -> bool {
     key.starts_with(LIVENESS_PREFIX)
+        || key.starts_with(HOLDINGS_TAG)
         || [FENCE, TICK, TICK_BY, QUEUE, TICKETS, READERS]
             .iter()
             .any(|s| key.strip_suffix(s).is_some_and(|k| k.ends_with(':')))
@@ -262,6 +273,37 @@ pub fn instance_of(owner: &str) -> &str {
 /// The liveness key of `owner` (`<instance>:<client id>`).
 pub fn liveness_key(owner: &str) -> String {
     format!("{LIVENESS_PREFIX}{owner}")
+}
+
+/// The holdings record of `owner` (`<instance>:<client id>`): a hash of the holds that client
+/// identity took and has not given back (owner token -> [`holding_value`]), written by the
+/// client itself after its acquisitions (never by the lock scripts), expiring after the longest
+/// of their leases. What operators' tools enumerate locks from.
+pub fn holdings_key(owner: &str) -> String {
+    format!("{HOLDINGS_TAG}:{owner}")
+}
+
+/// A holdings record's value for a hold of `name`: `<kind>|<name>`, the kind one of `l` (a
+/// lock), `p` (a semaphore's permit), `r` (a read hold), `w` (a write hold).
+pub fn holding_value(kind: char, name: &str) -> String {
+    let mut value = String::with_capacity(name.len() + 2);
+    value.push(kind);
+    value.push('|');
+    value.push_str(name);
+    value
+}
+
+/// The kind and name of a [`holding_value`], or `None` for a value of another shape.
+pub fn parse_holding_value(value: &str) -> Option<(char, &str)> {
+    let (kind, name) = value.split_once('|')?;
+    let kind = match kind {
+        "l" => 'l',
+        "p" => 'p',
+        "r" => 'r',
+        "w" => 'w',
+        _ => return None,
+    };
+    (!name.is_empty()).then_some((kind, name))
 }
 
 /// A new client's owner prefix, `<instance>:<client id>`, from a random hex id.
@@ -366,6 +408,11 @@ mod tests {
         assert_eq!(instance_of("pod:with:colons:0123456789ab"), "pod:with:colons");
         assert_eq!(owner_of("hello"), None);
         assert_eq!(liveness_key(&owner), "lock-client:pod-1:0123456789ab");
+        assert_eq!(holdings_key(&owner), "{lock-holdings}:pod-1:0123456789ab");
+        assert!(is_auxiliary_key(&holdings_key(&owner)) && is_auxiliary_key(HOLDINGS_INDEX));
+        assert_eq!(parse_holding_value(&holding_value('p', "sem:a|b")), Some(('p', "sem:a|b")));
+        assert_eq!(parse_holding_value("x|a"), None);
+        assert_eq!(parse_holding_value("l|"), None);
     }
 
     #[test]

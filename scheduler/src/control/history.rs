@@ -127,9 +127,9 @@ fn check_entry_id(id: &str) -> Result<(), ControlError> {
 }
 
 /// A stream entry as XRANGE returns it: its id and its field-value pairs.
-type StreamEntry = (String, Vec<(String, String)>);
+pub(crate) type StreamEntry = (String, Vec<(String, String)>);
 
-fn entry(id: String, fields: Vec<(String, String)>) -> HistoryEntry {
+pub(crate) fn entry(id: String, fields: Vec<(String, String)>) -> HistoryEntry {
     let get = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let tick = get(field::TICK).and_then(|t| t.parse().ok()).unwrap_or_default();
     HistoryEntry {

@@ -8,6 +8,7 @@
 //! - run it once now on one live replica ([`run_now`], [`request_run`], [`wait_taken`]), once
 //!   per idempotency key ([`run_now_once`]);
 //! - run every slot between two instants once, as if on time ([`backfill`]);
+//! - every job's pause flag, last run and recent failures at once, pipelined ([`job_summaries`]);
 //! - see the retries of failed runs waiting for their time ([`pending_retries`], [`all_pending_retries`]);
 //! - see which jobs and replicas the running scheduler groups announce ([`registered_jobs`],
 //!   [`replicas`]).
@@ -33,6 +34,7 @@ pub(crate) mod pause;
 pub(crate) mod retries;
 pub(crate) mod run_now;
 pub(crate) mod run_once;
+pub(crate) mod summary;
 
 pub use crate::error::ControlError;
 pub use crate::max_runs::run_count;
@@ -46,3 +48,4 @@ pub use pause::{PauseState, pause, pause_by, pause_state, resume};
 pub use retries::{PendingRetry, all_pending_retries, pending_retries};
 pub use run_now::{RunRequest, request_run, run_now, wait_taken};
 pub use run_once::{RunOnce, run_now_once};
+pub use summary::{JobSummaries, JobSummary, job_summaries};
