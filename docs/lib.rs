@@ -37,7 +37,9 @@ pub mod guide {
         RedisDeployments => "redis-deployments.md",
         Protocol => "protocol.md",
         Guarantees => "guarantees.md",
-        Testing => "testing.md",
         Benchmarks => "benchmarks.md",
+        Configuration => "configuration.md",
+        Troubleshooting => "troubleshooting.md",
+        Compatibility => "compatibility.md",
     }
 }

@@ -178,9 +178,15 @@ echo "$logs" | sort | awk -v replicas="$replicas" -v ticks="$ticks" -v exit_code
 deploy_pod=$run-deploy
 containers+=("$deploy_pod")
 token=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+# The console's token as the Deployment mounts it: a file of the Secret, readable by the pod's user.
+secret_dir=$(mktemp -d "${TMPDIR:-/tmp}/dl-secret.XXXXXX")
+printf '%s' "$token" >"$secret_dir/token"
+chmod 0755 "$secret_dir" && chmod 0444 "$secret_dir/token"
+# The Deployment's $(POD_NAMESPACE) is "default" here.
 docker run -d --name "$deploy_pod" --network "$network" \
-  -e POD_NAME=daily-report-7d9f-x2 -e REDIS_URL=redis://redis:6379/ -e LOCKCTL_ADMIN_TOKEN="$token" -e RUST_LOG=info \
-  "$pod_image" --instance daily-report-7d9f-x2 --metrics-port 9464 --admin-port 8088 --listen 0.0.0.0 --console-host daily-report-console >/dev/null
+  -v "$secret_dir:/var/run/secrets/daily-report-console:ro" \
+  -e POD_NAME=daily-report-7d9f-x2 -e POD_NAMESPACE=default -e REDIS_URL=redis://redis:6379/ -e RUST_LOG=info \
+  "$pod_image" --instance daily-report-7d9f-x2 --metrics-port 9464 --admin-port 8088 --listen 0.0.0.0 --console-host daily-report-console --console-host daily-report-console.default --admin-token-file /var/run/secrets/daily-report-console/token >/dev/null
 for _ in $(seq 1 100); do
   docker logs "$deploy_pod" 2>&1 | grep -q 'scheduling the daily report' && break
   sleep 0.1
@@ -190,9 +196,17 @@ docker logs "$deploy_pod" 2>&1 | grep -q 'scheduling the daily report' || { depl
 address=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$deploy_pod")
 metrics=$(curl -sf --max-time 5 "http://$address:9464/metrics") || { deploy_logs; die "no metrics at http://$address:9464/metrics"; }
 grep -q '^lock_redis_eviction_risk 0' <<<"$metrics" || { echo "$metrics" >&2; die "the pod's metrics lack lock_redis_eviction_risk 0"; }
-# Through its Service name, as the Deployment's --console-host allows; another name is refused.
-curl -sf --max-time 5 -o /dev/null -H 'Host: daily-report-console:8088' "http://$address:8088/" ||
-  { deploy_logs; die "no admin console at http://$address:8088/ for Host daily-report-console"; }
+# The probes the Deployment uses: live and ready, other paths not found.
+for probe in livez readyz; do
+  curl -sf --max-time 5 -o /dev/null "http://$address:9464/$probe" || { deploy_logs; die "/$probe did not answer 200"; }
+done
+missing=$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://$address:9464/nothing")
+[[ $missing == 404 ]] || { deploy_logs; die "the metrics port answered /nothing with $missing, not 404"; }
+# Through its Service's names, as the Deployment's --console-host allows; another name is refused.
+for host in daily-report-console:8088 daily-report-console.default.svc.cluster.local:8088; do
+  curl -sf --max-time 5 -o /dev/null -H "Host: $host" "http://$address:8088/" ||
+    { deploy_logs; die "no admin console at http://$address:8088/ for Host $host"; }
+done
 refused=$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://$address:8088/")
 [[ $refused == 421 ]] || { deploy_logs; die "the console answered Host $address with $refused, not 421"; }
 started=$(date +%s)

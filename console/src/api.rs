@@ -209,10 +209,30 @@ pub(crate) async fn changed<T>(console: &Console, result: Result<T, ApiError>) -
     result
 }
 
-/// `GET /healthz`: the console is serving (no Redis round trip: a liveness probe must not fail
-/// because Redis is slow). Exempt from the host check and the read token.
+/// How long `/readyz` waits for Redis's answer to its PING.
+const READY_PING: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `GET /healthz` and `GET /livez`: the console is serving. Liveness only: no Redis round trip,
+/// so that a Redis outage does not get the console restarted (`/readyz` tells that). Exempt
+/// from the host check and the read token.
 pub(crate) async fn healthz() -> Json<Value> {
     Json(json!({ "status": "ok" }))
+}
+
+/// `GET /readyz`: Redis answers the console's PING within 1 s (200), or not (503, with why).
+/// Exempt from the host check and the read token; the reason never holds a password (lock-core's
+/// errors never show one).
+pub(crate) async fn readyz(State(console): State<Console>) -> (StatusCode, Json<Value>) {
+    let mut ping = lock_core::redis::pipe();
+    ping.cmd("PING");
+    let answer =
+        tokio::time::timeout(READY_PING, console.inner.client.query_pipeline::<(String,)>(&ping)).await;
+    let reason = match answer {
+        Ok(Ok(_)) => return (StatusCode::OK, Json(json!({ "status": "ok" }))),
+        Ok(Err(e)) => lock_core::ErrorChain(&e).to_string(),
+        Err(_) => format!("no answer from Redis within {READY_PING:?}"),
+    };
+    (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "unavailable", "reason": reason })))
 }
 
 /// A known path asked with a method it does not serve.

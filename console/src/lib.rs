@@ -362,6 +362,8 @@ impl Console {
     pub fn router(&self) -> Router {
         Router::new()
             .route("/healthz", get(api::healthz))
+            .route("/livez", get(api::healthz))
+            .route("/readyz", get(api::readyz))
             .route("/", get(page::overview::overview))
             .route("/locks", get(page::locks::locks))
             .route("/locks/{key}", get(page::lock::lock))

@@ -218,7 +218,10 @@ pub(crate) fn spec() -> Value {
                 },
                 "Health": {
                     "type": "object",
-                    "properties": { "status": { "const": "ok" } }
+                    "properties": {
+                        "status": { "enum": ["ok", "unavailable"] },
+                        "reason": { "type": "string", "description": "why Redis is not ready (only with `unavailable`)" }
+                    }
                 },
                 "History": {
                     "type": "object",
@@ -332,8 +335,16 @@ pub(crate) fn spec() -> Value {
         },
         "paths": {
             "/healthz": { "get": {
-                "summary": "The console is serving (no Redis round trip; no host check, no token)", "operationId": "health",
+                "summary": "Liveness, as /livez: the console is serving (no Redis round trip; no host check, no token)", "operationId": "health",
                 "responses": { "200": ok("Serving", "Health") }
+            } },
+            "/livez": { "get": {
+                "summary": "Liveness: the console is serving (no Redis round trip; no host check, no token)", "operationId": "live",
+                "responses": { "200": ok("Serving", "Health") }
+            } },
+            "/readyz": { "get": {
+                "summary": "Readiness: Redis answers a PING within 1 s (no host check, no token)", "operationId": "ready",
+                "responses": { "200": ok("Redis answers", "Health"), "503": ok("Redis does not answer (`reason` says why)", "Health") }
             } },
             "/api/openapi.json": { "get": {
                 "summary": "This document", "operationId": "openapi",

@@ -23,20 +23,20 @@ fn the_contract_suite_counts_match_the_testing_chapter() {
         cases.len()
     );
 
-    let chapter = read("docs/guide/src/testing.md");
+    let chapter = read("CONTRIBUTING.md");
     assert!(
         chapter.contains(&format!("{} behaviour tests", cases.len())),
-        "testing.md must say {} behaviour tests",
+        "CONTRIBUTING.md must say {} behaviour tests",
         cases.len()
     );
     assert!(
         chapter.contains(&format!("All {} ({} × {deployments})", cases.len() * deployments, cases.len())),
-        "testing.md must say how many contract tests run"
+        "CONTRIBUTING.md must say how many contract tests run"
     );
     for case in cases {
         assert!(
             chapter.contains(&format!("`{case}`")),
-            "testing.md does not name the contract case `{case}`"
+            "CONTRIBUTING.md does not name the contract case `{case}`"
         );
     }
 }

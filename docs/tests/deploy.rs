@@ -50,6 +50,11 @@ fn the_deployment_passes_only_what_daily_report_takes() {
             assert!(deployment.contains("fieldPath: metadata.name"), "POD_NAME comes from the pod's name");
             continue;
         }
+        if var == "POD_NAMESPACE" {
+            assert!(deployment.contains("fieldPath: metadata.namespace"), "POD_NAMESPACE is the pod's");
+            assert!(args.iter().any(|a| a.ends_with(".$(POD_NAMESPACE)")), "the namespaced console host");
+            continue;
+        }
         if var == "RUST_LOG" {
             continue;
         }
@@ -73,7 +78,7 @@ fn the_secrets_and_resources_named_exist() {
     let named: Vec<&str> = deployment
         .lines()
         .skip_while(|l| !l.contains("secretKeyRef:"))
-        .filter_map(|l| l.trim().strip_prefix("name: "))
+        .filter_map(|l| l.trim().strip_prefix("name: ").or_else(|| l.trim().strip_prefix("secretName: ")))
         .collect();
     for name in ["daily-report-redis", "daily-report-console"] {
         assert!(named.contains(&name), "the Deployment reads Secret {name}: {named:?}");
@@ -81,7 +86,7 @@ fn the_secrets_and_resources_named_exist() {
     }
     let kustomization = read("deploy/kubernetes/kustomization.yaml");
     let resources: Vec<&str> = kustomization.lines().filter_map(|l| l.trim().strip_prefix("- ")).collect();
-    assert_eq!(resources, ["deployment.yaml", "console-service.yaml"]);
+    assert_eq!(resources, ["deployment.yaml", "console-service.yaml", "networkpolicy.yaml"]);
     for resource in resources {
         read(&format!("deploy/kubernetes/{resource}"));
     }
@@ -91,7 +96,8 @@ fn the_secrets_and_resources_named_exist() {
 fn the_pods_check_runs_a_pod_as_the_deployment_does() {
     let args = container_args(&read("deploy/kubernetes/deployment.yaml"));
     let script = read("scripts/daily-report-pods.sh");
-    let expected = args[2..].join(" ");
+    // The pods check runs in namespace "default".
+    let expected = args[2..].join(" ").replace("$(POD_NAMESPACE)", "default");
     assert!(
         script.lines().any(|l| l.contains("--instance daily-report-") && l.contains(&expected)),
         "scripts/daily-report-pods.sh must start a pod with `{expected}`"

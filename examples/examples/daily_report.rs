@@ -3,7 +3,7 @@
 //! ```sh
 //! cargo run --example daily_report                      # 3 replica processes, 5 ticks, one Redis
 //! cargo run --example daily_report -- --replicas 4 --cron "*/3 * * * * *" --ticks 3
-//! cargo run --example daily_report -- --ticks 100 --admin-port 8088
+//! cargo run --example daily_report --features console -- --ticks 100 --admin-port 8088
 //!                                                       # with the admin console on 127.0.0.1:8088
 //! REDIS_URL=redis://127.0.0.1:6379/ cargo run --example daily_report -- --instance pod-1
 //!                                                       # one replica, the way a deployment runs it
@@ -35,12 +35,14 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Parser;
 use clap::builder::RangedU64ValueParser;
+use examples::probes::Probes;
 use lock_core::{ErrorChain, LockClient, distributed_lock, redis};
 use lock_scheduler::chrono::{DateTime, Utc};
 use lock_scheduler::{
-    RunContext, RunOutcome, RunReport, Schedule, Scheduler, ShutdownReport, ShutdownSignals, State, Tz,
-    scheduled,
+    HealthProbe, RunContext, RunOutcome, RunReport, Schedule, Scheduler, SchedulerError, ShutdownReport,
+    ShutdownSignals, State, Tz, scheduled,
 };
+use metrics_exporter_prometheus::PrometheusHandle;
 use redis_fixture::{Redis, RedisSource};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
@@ -97,9 +99,15 @@ struct Args {
     #[arg(long, value_name = "NAME")]
     instance: Option<String>,
     /// serve the replica's metrics in the Prometheus text format on
-    /// http://<listen>:P/metrics (the demo's replica N uses P + N - 1)
+    /// http://<listen>:P/metrics, and its probes on /livez (the scheduler's loop turns) and
+    /// /readyz (Redis answers and the replica is announced in its group); the demo's replica N
+    /// uses P + N - 1
     #[arg(long, value_name = "P")]
     metrics_port: Option<u16>,
+    /// with --instance: exit with an error if Redis does not answer within SECS of the start
+    /// (default: wait for it as long as it takes, not ready meanwhile)
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    start_deadline: Option<u64>,
     /// serve the admin console (web page and JSON API) on http://<listen>:P/; actions need
     /// the token in LOCKCTL_ADMIN_TOKEN (without it, one is generated and written to a file
     /// only you can read, whose path is printed)
@@ -113,6 +121,10 @@ struct Args {
     /// the Service in front of it: requests naming another host are refused
     #[arg(long, value_name = "NAME")]
     console_host: Vec<String>,
+    /// read the admin console's token from this file (e.g. a mounted Kubernetes Secret)
+    /// instead of LOCKCTL_ADMIN_TOKEN
+    #[arg(long, value_name = "PATH")]
+    admin_token_file: Option<std::path::PathBuf>,
     /// Internal: the first tick (epoch ms) the demo's replicas count, so they all count the
     /// same ticks.
     #[arg(long, value_name = "EPOCH_MS", hide = true, allow_negative_numbers = true)]
@@ -190,16 +202,20 @@ fn tick_label(slot: DateTime<Tz>) -> String {
 }
 
 /// One replica: a scheduler with the daily-report job, until `--ticks` ticks or SIGTERM.
+///
+/// Redis need not answer at start: the replica then waits for it (with `--start-deadline`, at
+/// most that long), its `/readyz` answering 503 and its metrics served meanwhile, and schedules
+/// from the first tick after Redis answers.
 async fn replica(instance: String, args: Args) -> anyhow::Result<()> {
     let redis = shared_redis()?;
-    if let Some(port) = args.metrics_port {
-        serve_metrics(args.listen, port)?;
-        println!("[{instance}] metrics on http://{}/metrics", SocketAddr::from((args.listen, port)));
-    }
+    // The recorder before the client: every metric the client and the scheduler record is kept.
+    let metrics = match args.metrics_port {
+        Some(_) => Some(install_metrics()?),
+        None => None,
+    };
     let client = LockClient::builder().url(redis.url()).instance_id(instance.as_str()).build()?;
     if let Some(port) = args.admin_port {
-        serve_console(client.clone(), SocketAddr::from((args.listen, port)), &args.console_host, &instance)
-            .await?;
+        serve_console(client.clone(), SocketAddr::from((args.listen, port)), &args, &instance).await?;
     }
     // The annotated fn has no `client = ...`: it uses the installed default.
     client.install_default();
@@ -217,8 +233,15 @@ async fn replica(instance: String, args: Args) -> anyhow::Result<()> {
     if let Some(tz) = &args.time_zone {
         builder = builder.time_zone_override(JOB, tz.as_str());
     }
+    if let Some(secs) = args.start_deadline {
+        builder = builder.start_deadline(Duration::from_secs(secs));
+    }
     let scheduler = builder.build()?;
-    ensure_reachable(&redis).await?;
+    if let (Some(port), Some(metrics)) = (args.metrics_port, metrics) {
+        let address = SocketAddr::from((args.listen, port));
+        serve_probes(address, metrics, scheduler.health_probe()).await?;
+        println!("[{instance}] metrics on http://{address}/metrics, probes on /livez and /readyz");
+    }
     // Without --ticks it runs until a signal: listen before saying it is up.
     let signals = if args.ticks.is_none() { Some(ShutdownSignals::install()?) } else { None };
     let schedule = scheduler.schedule(JOB).context("the job's schedule")?.clone();
@@ -244,36 +267,72 @@ async fn replica(instance: String, args: Args) -> anyhow::Result<()> {
         }
     }
     let report = match signals {
-        None => scheduler.run_until(tally.all_ticks_settled()).await?,
-        Some(signals) => run_until_signal(scheduler, signals, &instance).await?,
+        None => scheduler.run_until(tally.all_ticks_settled()).await,
+        Some(signals) => run_until_signal(scheduler, signals, &instance).await,
     };
+    let report = report.map_err(|e| match e {
+        SchedulerError::RedisUnavailable { .. } => unreachable(&redis, ErrorChain(&e).to_string()),
+        e => e.into(),
+    })?;
     if args.from.is_none() {
         println!("[{instance}] stopped{}", stop_details(&report));
     }
     tally.check()
 }
 
-/// Installs the Prometheus exporter as the process's `metrics` recorder, serving the text
-/// format on `address:port` (lock-core and the scheduler record through the facade only).
-fn serve_metrics(address: std::net::IpAddr, port: u16) -> anyhow::Result<()> {
-    let address = SocketAddr::from((address, port));
-    metrics_exporter_prometheus::PrometheusBuilder::new()
-        .with_http_listener(address)
-        .install()
-        .with_context(|| format!("serving metrics on {address}"))
+/// Installs the Prometheus exporter as the process's `metrics` recorder (lock-core and the
+/// scheduler record through the facade only), its upkeep every 5 s.
+fn install_metrics() -> anyhow::Result<PrometheusHandle> {
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .context("installing the Prometheus recorder")?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(handle)
+}
+
+/// Serves `/metrics`, `/livez` and `/readyz` on `address` in the background (other paths:
+/// 404), from before the scheduler starts: a replica waiting for Redis is live, not ready.
+async fn serve_probes(
+    address: SocketAddr,
+    metrics: PrometheusHandle,
+    health: HealthProbe,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("serving metrics on {address}"))?;
+    let probes = Probes { metrics: Box::new(move || metrics.render()), health };
+    tokio::spawn(examples::probes::serve(listener, Arc::new(probes)));
+    Ok(())
 }
 
 /// Serves the admin console on `address` in the background, with the token from
-/// `LOCKCTL_ADMIN_TOKEN` or, without one, a random token it writes to a file only its user can
+/// `--admin-token-file`, else `LOCKCTL_ADMIN_TOKEN`, else, without one, a random token it writes to a file only its user can
 /// read, and names the file (a demo; a deployment sets its own). A token is a secret: it goes
 /// neither to stdout nor to the logs, which terminals, CI and log collectors keep.
+#[cfg(feature = "console")]
 async fn serve_console(
     client: LockClient,
     address: SocketAddr,
-    hosts: &[String],
+    args: &Args,
     who: &str,
 ) -> anyhow::Result<()> {
-    let token = match std::env::var("LOCKCTL_ADMIN_TOKEN") {
+    let hosts = &args.console_host;
+    let from_file = match &args.admin_token_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading the admin token from {}", path.display()))?
+                .trim()
+                .to_owned(),
+        ),
+        None => None,
+    };
+    let token = match from_file.map_or_else(|| std::env::var("LOCKCTL_ADMIN_TOKEN"), Ok) {
         Ok(token) if !token.is_empty() => token,
         _ => {
             // The operating system's secure random source (as `lockctl token`).
@@ -308,10 +367,20 @@ async fn serve_console(
     Ok(())
 }
 
+/// Without the `console` feature: `--admin-port` says how to get it.
+#[cfg(not(feature = "console"))]
+async fn serve_console(_: LockClient, _: SocketAddr, _: &Args, _: &str) -> anyhow::Result<()> {
+    bail!(
+        "this build has no admin console (it keeps the quick start small): run with \
+         `cargo run --example daily_report --features console -- --admin-port P`"
+    )
+}
+
 /// Writes a generated admin `token` to a new file that only this user can read, in
 /// `$XDG_RUNTIME_DIR` (a per-user directory) or else the temporary directory, named for the
 /// replica and the process; returns its path. A new file (never one that exists, nor a link):
 /// another user of a shared temporary directory cannot have prepared it.
+#[cfg(feature = "console")]
 fn write_token_file(who: &str, token: &str) -> anyhow::Result<std::path::PathBuf> {
     use std::io::Write as _;
     let dir = std::env::var_os("XDG_RUNTIME_DIR")
@@ -363,11 +432,17 @@ async fn ensure_reachable(server: &Redis) -> anyhow::Result<()> {
         Ok(Err(e)) => e.to_string(),
         Err(_) => format!("no answer within {REDIS_CHECK_TIMEOUT:?}"),
     };
+    Err(unreachable(server, problem))
+}
+
+/// `Redis is unreachable at <server>: <problem>`, and what to check when it came from
+/// `REDIS_URL`.
+fn unreachable(server: &Redis, problem: String) -> anyhow::Error {
     let hint = match server.source() {
         RedisSource::Env => "; check REDIS_URL and that the server is running",
         _ => "",
     };
-    bail!("Redis is unreachable at {server}: {problem}{hint}")
+    anyhow::anyhow!("Redis is unreachable at {server}: {problem}{hint}")
 }
 
 /// Runs until SIGTERM or Ctrl-C, then shuts down and says so on the console: at once, what it
@@ -377,7 +452,7 @@ async fn run_until_signal(
     scheduler: Scheduler,
     mut signals: ShutdownSignals,
     pod: &str,
-) -> anyhow::Result<ShutdownReport> {
+) -> Result<ShutdownReport, SchedulerError> {
     let handle = scheduler.start().await?;
     let signal = signals.recv().await;
     match handle.running_jobs().len() {
@@ -519,7 +594,7 @@ async fn demo(args: Args) -> anyhow::Result<()> {
     ensure_reachable(&redis).await?;
     if let Some(port) = args.admin_port {
         let client = LockClient::builder().url(redis.url()).instance_id("demo-console").build()?;
-        serve_console(client, SocketAddr::from((args.listen, port)), &args.console_host, "demo").await?;
+        serve_console(client, SocketAddr::from((args.listen, port)), &args, "demo").await?;
     }
 
     // Count ticks from the first slot at least 1.5 s away, so that every replica is up.

@@ -123,8 +123,10 @@ async fn an_unreachable_redis_is_named_without_its_password_and_the_run_fails() 
         ("redis://:hunter2@127.0.0.1:1/", "redis://:***@127.0.0.1:1/"),
     ];
     for (url, shown) in unreachable {
-        for args in [&["--ticks", "2"][..], &["--instance", "pod-1", "--ticks", "2", "--cron", "* * * * * *"]]
-        {
+        // A replica waits for Redis unless given a start deadline.
+        let replica =
+            ["--instance", "pod-1", "--ticks", "2", "--cron", "* * * * * *", "--start-deadline", "2"];
+        for args in [&["--ticks", "2"][..], &replica[..]] {
             let (output, stdout, stderr) = run(example(args, Some(url)), Duration::from_secs(30)).await;
             let context = format!("{args:?} with {url}:\n{stdout}\n{stderr}");
             assert!(!output.status.success(), "{context}");
@@ -235,6 +237,7 @@ async fn an_instance_prints_its_next_run_and_stops_on_sigterm() {
 /// Issue 50, finding 7: without `LOCKCTL_ADMIN_TOKEN`, the replica's console token is written
 /// to a new file only its user can read, and only the file's path is printed: no output of the
 /// process holds the token, and the token in the file is the one the console accepts.
+#[cfg(feature = "console")]
 #[tokio::test]
 async fn a_generated_console_token_goes_to_a_private_file_not_to_the_output() {
     let _keys = DAILY_REPORT_KEYS.lock().await;
@@ -301,4 +304,130 @@ async fn a_generated_console_token_goes_to_a_private_file_not_to_the_output() {
     assert!(status.success(), "{status}\n{stderr}");
     assert!(!stdout.iter().any(|l| l.contains(&token)), "the token is not in stdout: {stdout:?}");
     assert!(!stderr.contains(&token), "nor in the logs: {stderr}");
+}
+
+/// A GET of `path` on `127.0.0.1:port`: the status code, `None` if nothing answered.
+async fn http_status(port: u16, path: &str) -> Option<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.ok()?;
+        response.split(' ').nth(1)?.parse().ok()
+    };
+    tokio::time::timeout(Duration::from_secs(5), exchange).await.ok().flatten()
+}
+
+/// Issue 51, points 4 and 5: three replica processes started while their Redis is down keep
+/// running (live, not ready, metrics served), become ready when Redis comes, and from then on
+/// every tick runs exactly once; none exits until it is told to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_started_without_redis_wait_for_it_then_run_every_tick_once() {
+    /// How long Redis stays away after the replicas started (the scenario, not a wait).
+    const OUTAGE: Duration = Duration::from_secs(5);
+    // A server whose port is known, stopped before anyone connects: the replicas start
+    // against nothing listening.
+    let mut server = redis_fixture::RedisProcess::start(&redis_fixture::ServerConfig::new()).expect("redis");
+    server.stop();
+    let url = server.url();
+    let pods = ["pod-1", "pod-2", "pod-3"];
+    let ports: Vec<u16> = pods.iter().map(|_| redis_fixture::free_port().expect("free port")).collect();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut children = Vec::new();
+    for (pod, port) in pods.iter().zip(&ports) {
+        let port = port.to_string();
+        let args = ["--instance", pod, "--cron", "* * * * * *", "--metrics-port", &port];
+        let mut cmd = example(&args, Some(&url));
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("start a replica");
+        let mut out = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+        let lines = lines.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = out.next_line().await {
+                lines.lock().expect("lines").push(line);
+            }
+        });
+        children.push(child);
+    }
+    let all = async |path: &str, status: u16| {
+        let mut seen = Vec::new();
+        for port in &ports {
+            seen.push(http_status(*port, path).await);
+        }
+        seen.iter().all(|s| *s == Some(status))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !all("/livez", 200).await {
+        assert!(std::time::Instant::now() < deadline, "the replicas' /livez never answered 200");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let outage_started = std::time::Instant::now();
+    assert!(all("/readyz", 503).await, "not ready without Redis");
+    assert!(all("/metrics", 200).await, "metrics served without Redis");
+    assert!(all("/nothing-here", 404).await, "other paths are not found");
+    tokio::time::sleep(OUTAGE.saturating_sub(outage_started.elapsed())).await;
+    assert!(all("/readyz", 503).await, "still not ready after {OUTAGE:?} without Redis");
+    for child in &mut children {
+        assert!(child.try_wait().expect("status").is_none(), "a replica exited while Redis was down");
+    }
+    assert!(
+        !lines.lock().expect("lines").iter().any(|l| l.contains(STARTING)),
+        "nothing ran without Redis: {:?}",
+        lines.lock().expect("lines")
+    );
+
+    server.restart().expect("Redis comes");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !all("/readyz", 200).await {
+        assert!(std::time::Instant::now() < deadline, "the replicas never became ready once Redis answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The first whole tick after all three are ready, and the five after it.
+    let ready = lock_scheduler::chrono::Utc::now();
+    let first = ready.timestamp() + 2;
+    let ticks: Vec<String> = (first..first + 6)
+        .map(|t| {
+            let at = lock_scheduler::chrono::DateTime::from_timestamp(t, 0).expect("time");
+            at.format("%H:%M:%S").to_string()
+        })
+        .collect();
+    let last = ticks.last().cloned().expect("ticks");
+    let settled = |lines: &[String]| {
+        // Every replica said what it did of the last tick (ran it or skipped it).
+        lines.iter().filter(|l| l.ends_with(&format!("(tick {last})"))).count() == 3
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !settled(&lines.lock().expect("lines")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "tick {last} not settled: {:?}",
+            lines.lock().expect("lines")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for child in &mut children {
+        assert!(child.try_wait().expect("status").is_none(), "a replica exited");
+        let pid = child.id().expect("running").to_string();
+        assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    }
+    for child in &mut children {
+        let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+            .await
+            .expect("exits")
+            .expect("status");
+        assert!(status.success(), "{status}");
+    }
+    let lines = lines.lock().expect("lines").clone();
+    for tick in &ticks {
+        let ran: Vec<&String> =
+            lines.iter().filter(|l| l.contains(STARTING) && l.ends_with(&format!("(tick {tick})"))).collect();
+        assert_eq!(ran.len(), 1, "tick {tick} ran exactly once: {lines:#?}");
+    }
+    let mut per_tick: BTreeMap<&str, usize> = BTreeMap::new();
+    for line in lines.iter().filter(|l| l.contains(STARTING)) {
+        *per_tick.entry(line.rsplit_once("(tick ").map_or("", |(_, t)| t)).or_default() += 1;
+    }
+    assert!(per_tick.values().all(|n| *n == 1), "no tick ran twice: {per_tick:?}");
+    println!("{} ticks ran after Redis came back ({} checked one by one)", per_tick.len(), ticks.len());
 }

@@ -100,6 +100,15 @@ pub enum SchedulerError {
         /// The job that was not added.
         job: String,
     },
+    /// Redis did not answer within the [start deadline](crate::SchedulerBuilder::start_deadline).
+    #[error("redis did not answer within the scheduler's start deadline ({waited:?})")]
+    RedisUnavailable {
+        /// The deadline that passed.
+        waited: std::time::Duration,
+        /// The last error of the announcement to the group.
+        #[source]
+        source: ControlError,
+    },
 }
 
 // Defined here rather than in `control`, which re-exports it as its public home: the

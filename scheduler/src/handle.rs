@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use crate::control::history::{self, HistoryEntry};
 use crate::control::pause;
 use crate::error::{ControlError, SchedulerError};
+use crate::health::{Health, HealthProbe};
 use crate::job::Job;
 use crate::report::{RunReport, ShutdownReport};
 use crate::shared::Command;
@@ -58,6 +59,17 @@ impl SchedulerHandle {
 
     pub(crate) fn shared(&self) -> &Shared {
         &self.shared
+    }
+
+    /// The scheduler's health now: live while its timer turns, ready while Redis answers its
+    /// announcements (see [`Health`]).
+    pub fn health(&self) -> Health {
+        self.health_probe().health()
+    }
+
+    /// A cloneable view of the scheduler's [`Health`], for a `/livez` and `/readyz` handler.
+    pub fn health_probe(&self) -> HealthProbe {
+        HealthProbe::new(self.shared.beats.clone())
     }
 
     /// Adds a job to the running scheduler: validated like the jobs given to the builder, its

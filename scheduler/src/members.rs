@@ -22,6 +22,7 @@ use tracing::Instrument;
 
 use crate::command;
 use crate::error::ControlError;
+use crate::health::Beats;
 use crate::index;
 use crate::presence::{LastSaid, Presence};
 use crate::schema::{
@@ -209,11 +210,12 @@ impl Members {
 }
 
 /// Renews this replica's announcement every [`RENEW`] until the scheduler stops (then
-/// withdraws it) or its handle is dropped.
+/// withdraws it) or its handle is dropped; tells `beats` whether each one reached Redis.
 pub(crate) fn spawn_announcer(
     members: Arc<Members>,
     client: LockClient,
     mut state: watch::Receiver<State>,
+    beats: Arc<Beats>,
 ) -> tokio::task::JoinHandle<()> {
     let span = tracing::debug_span!(parent: None, "scheduler_members", instance = %members.instance);
     tokio::spawn(
@@ -224,14 +226,21 @@ pub(crate) fn spawn_announcer(
                     () = tokio::time::sleep(RENEW) => {}
                     changed = state.changed() => {
                         if changed.is_err() || state.borrow().deadline().is_some() {
+                            beats.stopping();
                             members.leave(&client).await;
                             return;
                         }
                         continue;
                     }
                 }
-                match members.announce(&client).await {
+                let announced = members.announce(&client).await;
+                beats.announced(announced.is_ok());
+                match announced {
                     Ok(count) => {
+                        // The group's live replicas as this one sees them: an alert fires when
+                        // no replica of a group reports it any more.
+                        metrics::gauge!("scheduler_group_live_replicas", "group" => members.group().to_owned())
+                            .set(count as f64);
                         if failing {
                             tracing::info!(live = count, "announcing this replica to its group works again");
                         }

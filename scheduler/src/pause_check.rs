@@ -22,6 +22,12 @@ pub(crate) async fn paused_among(client: &LockClient, jobs: &[Arc<str>]) -> Hash
     }
     match command::read_keys(client, "the pause flags", &keys).await {
         Some(flags) => {
+            // What this replica last read of each job's flag, for an alert that fires while a
+            // job stays paused (`scheduler_job_paused`).
+            for (job, flag) in asked.iter().zip(&flags) {
+                let paused = if flag.is_some() { 1.0 } else { 0.0 };
+                metrics::gauge!("scheduler_job_paused", "job_name" => job.to_string()).set(paused);
+            }
             asked.into_iter().zip(flags).filter(|(_, flag)| flag.is_some()).map(|(job, _)| job).collect()
         }
         None => HashSet::new(),

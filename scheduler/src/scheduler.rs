@@ -15,6 +15,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::declared::declared_jobs;
 use crate::error::SchedulerError;
 use crate::handle::SchedulerHandle;
+use crate::health::HealthProbe;
 use crate::job::Job;
 use crate::job_args::States;
 use crate::members::{self, Members};
@@ -31,6 +32,7 @@ use crate::singleton::declared::declared_singletons;
 use crate::singleton::{self, Singleton};
 use crate::state::State;
 use crate::timer::resync::first_floors;
+use crate::timer::shutdown::RunExit;
 use crate::timer::{self, Inputs};
 use crate::validate::{Context, validate};
 
@@ -45,6 +47,11 @@ pub const DEFAULT_GROUP: &str = "default";
 /// Kubernetes' default 30 s termination grace period, so that cancelling the rest and releasing
 /// their locks still happens before the pod is killed.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
+
+/// Bounds of [`SchedulerBuilder::start_deadline`]: under a second is no wait at all for a
+/// Redis that is merely slow; past a day, a deployment should rather alert.
+const MIN_START_DEADLINE: Duration = Duration::from_secs(1);
+const MAX_START_DEADLINE: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Reports buffered per subscriber before the slowest one starts missing some.
 const REPORT_CAPACITY: usize = 1024;
@@ -66,6 +73,7 @@ pub struct SchedulerBuilder {
     singletons: Vec<Singleton>,
     /// Whether the singletons declared with `#[singleton]` (of this builder's group) are added.
     declared_singletons: bool,
+    start_deadline: Option<Duration>,
 }
 
 impl SchedulerBuilder {
@@ -183,6 +191,19 @@ impl SchedulerBuilder {
         self
     }
 
+    /// How long [`Scheduler::start`] waits for Redis before failing with
+    /// [`SchedulerError::RedisUnavailable`]. Default: none, and then `start` never waits: a
+    /// scheduler started while Redis is unreachable returns at once, keeps announcing itself
+    /// every 2 s, reports not ready ([`Health`](crate::Health)), and starts firing slots when
+    /// Redis first answers (slots before that are not its own, as slots before a start never
+    /// are). With a deadline, `start` itself waits (the probe reports live meanwhile), so that
+    /// a process that cannot reach Redis for that long exits. Between 1 s and 24 h, checked
+    /// by [`build`](Self::build).
+    pub fn start_deadline(mut self, deadline: Duration) -> Self {
+        self.start_deadline = Some(deadline);
+        self
+    }
+
     /// Validates every job (cron expression, time zone, name, lock) and builds the scheduler.
     /// Errors name the offending job.
     pub fn build(self) -> Result<Scheduler, SchedulerError> {
@@ -190,6 +211,15 @@ impl SchedulerBuilder {
             Some(client) => client,
             None => LockClient::default_client().map_err(|_| SchedulerError::NoClient)?,
         };
+        if let Some(deadline) = self.start_deadline
+            && !(MIN_START_DEADLINE..=MAX_START_DEADLINE).contains(&deadline)
+        {
+            return Err(SchedulerError::InvalidConfig {
+                reason: format!(
+                    "start deadline {deadline:?}: must be between {MIN_START_DEADLINE:?} and {MAX_START_DEADLINE:?}"
+                ),
+            });
+        }
         if let Some(problem) = schema::group_name_problem(&self.group) {
             return Err(SchedulerError::InvalidConfig {
                 reason: format!("group name {:?}: {problem}", self.group),
@@ -245,10 +275,12 @@ impl SchedulerBuilder {
                 reports,
                 overrides: self.overrides,
                 states,
+                beats: Arc::default(),
             }),
             jobs,
             singletons,
             version: self.version,
+            start_deadline: self.start_deadline,
         })
     }
 }
@@ -283,6 +315,8 @@ pub struct Scheduler {
     singletons: Vec<Singleton>,
     /// The version it reports to its group ([`SchedulerBuilder::version`]).
     version: Option<String>,
+    /// How long `start` waits for Redis ([`SchedulerBuilder::start_deadline`]).
+    start_deadline: Option<Duration>,
 }
 
 impl Scheduler {
@@ -301,6 +335,7 @@ impl Scheduler {
             version: None,
             singletons: Vec::new(),
             declared_singletons: false,
+            start_deadline: None,
         }
     }
 
@@ -319,6 +354,12 @@ impl Scheduler {
         self.jobs.iter().find(|j| &*j.name == job).map(|j| &j.schedule)
     }
 
+    /// A view of this scheduler's [`Health`](crate::Health) for a pod's probes, usable before
+    /// [`start`](Self::start) (not live until then) and after it.
+    pub fn health_probe(&self) -> HealthProbe {
+        HealthProbe::new(self.shared.beats.clone())
+    }
+
     /// A receiver of every [`RunReport`] from now on (subscribe before [`start`](Self::start)
     /// to see them all).
     pub fn subscribe(&self) -> broadcast::Receiver<RunReport> {
@@ -331,7 +372,14 @@ impl Scheduler {
     /// every job's slots. Slots due before this call are run only as missed slots of `Job::lock`
     /// jobs whose [`CatchUp`](crate::schedule::catch_up::CatchUp) policy allows it. Must be
     /// called within a tokio runtime.
+    ///
+    /// When Redis does not answer the first announcement, the scheduler waits for it: without
+    /// a [start deadline](SchedulerBuilder::start_deadline) in the background (this returns at
+    /// once; the timer starts when Redis first answers, slots before that are not its own),
+    /// with one here, failing with [`SchedulerError::RedisUnavailable`] once it passes.
+    /// Meanwhile its [`Health`](crate::Health) is live and not ready.
     pub async fn start(self) -> Result<SchedulerHandle, SchedulerError> {
+        let began = tokio::time::Instant::now();
         let (state_tx, state_rx) = watch::channel(State::Running);
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
         self.shared.recorder.start(self.shared.client.clone());
@@ -346,17 +394,33 @@ impl Scheduler {
                 .collect()
         });
         self.shared.members.present(Presence::new(self.shared.clock.now(), self.version.as_deref(), running));
-        if let Err(e) = self.shared.members.announce(&self.shared.client).await {
+        let beats = self.shared.beats.clone();
+        beats.turned();
+        let announced = self.shared.members.announce(&self.shared.client).await;
+        beats.announced(announced.is_ok());
+        if let Err(e) = &announced {
             tracing::warn!(
                 instance = %self.shared.instance,
-                error = %ErrorChain(&e),
-                "could not announce this replica to its group yet; retrying every {:?}",
+                error = %ErrorChain(e),
+                "Redis does not answer: this replica is not ready and fires no slot until it does; \
+                 announcing it again every {:?}",
                 members::RENEW
             );
         }
-        members::spawn_announcer(self.shared.members.clone(), self.shared.client.clone(), state_rx.clone());
-        // Slots up to now are not ours, whenever the timer first gets to run.
-        let started = truncate(self.shared.clock.now());
+        members::spawn_announcer(
+            self.shared.members.clone(),
+            self.shared.client.clone(),
+            state_rx.clone(),
+            beats.clone(),
+        );
+        if let (Err(e), Some(deadline)) = (announced, self.start_deadline) {
+            let left = deadline.saturating_sub(began.elapsed());
+            if tokio::time::timeout(left, beats.wait_for_redis()).await.is_err() {
+                // Dropping the state's sender stops the announcer and the run taker.
+                drop(state_tx);
+                return Err(SchedulerError::RedisUnavailable { waited: deadline, source: e });
+            }
+        }
         self.shared.with_registry(|registry| registry.clone_from(&self.jobs));
         let _ = self.shared.commands.set(commands_tx.clone());
         run_taker::spawn_taker(self.shared.clone(), state_rx.clone());
@@ -370,15 +434,15 @@ impl Scheduler {
                 singleton::supervisor::spawn(client, self.shared.states.clone(), s, state_rx.clone())
             })
             .collect();
-        let floors = first_floors(&self.shared, &self.jobs, started).await;
-        let timer = timer::spawn(
-            self.shared.clone(),
-            self.jobs.clone(),
-            started,
-            floors,
-            state_rx,
-            Inputs { commands: commands_rx, resync: resync_rx },
-        );
+        let inputs = Inputs { commands: commands_rx, resync: resync_rx };
+        let timer = if beats.first_seen() {
+            // Slots up to now are not ours, whenever the timer first gets to run.
+            let started = truncate(self.shared.clock.now());
+            let floors = first_floors(&self.shared, &self.jobs, started).await;
+            timer::spawn(self.shared.clone(), self.jobs.clone(), started, floors, state_rx, inputs)
+        } else {
+            tokio::spawn(start_when_redis_answers(self.shared.clone(), self.jobs.clone(), state_rx, inputs))
+        };
         tracing::info!(
             instance = %self.shared.instance,
             jobs = self.jobs.len(),
@@ -420,5 +484,42 @@ impl fmt::Debug for Scheduler {
             .field("jobs", &self.jobs.iter().map(|j| (&*j.name, &j.schedule)).collect::<Vec<_>>())
             .field("grace", &self.shared.grace)
             .finish_non_exhaustive()
+    }
+}
+
+/// Waits for Redis's first answer to an announcement (turning the health beat meanwhile), then
+/// runs the timer from then on; returns early, firing nothing, if the scheduler is stopped or
+/// its handle dropped before.
+async fn start_when_redis_answers(
+    shared: Arc<Shared>,
+    jobs: Vec<Arc<JobEntry>>,
+    state: watch::Receiver<State>,
+    inputs: Inputs,
+) -> Vec<RunExit> {
+    let mut watching = state.clone();
+    let stopped = async {
+        loop {
+            if watching.changed().await.is_err() || watching.borrow().deadline().is_some() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        () = shared.beats.wait_for_redis() => {}
+        () = stopped => {
+            shared.beats.stopped();
+            return Vec::new();
+        }
+    }
+    tracing::info!(instance = %shared.instance, "Redis answers: the scheduler starts firing");
+    // Slots up to now are not ours: before Redis answered, no replica of this start ran them.
+    let started = truncate(shared.clock.now());
+    let floors = first_floors(&shared, &jobs, started).await;
+    match timer::spawn(shared.clone(), jobs, started, floors, state, inputs).await {
+        Ok(exits) => exits,
+        Err(e) => {
+            tracing::error!(instance = %shared.instance, "the scheduler's timer task failed: {e}");
+            Vec::new()
+        }
     }
 }

@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     /// The schedule overrides and state given to the builder, for jobs added at run time too.
     pub(crate) overrides: Overrides,
     pub(crate) states: Arc<States>,
+    /// When the timer last turned and the last announcement reached Redis (the probes' view).
+    pub(crate) beats: Arc<crate::health::Beats>,
 }
 
 impl Shared {

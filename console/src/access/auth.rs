@@ -117,11 +117,11 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// Requires the token on reads when the console is configured to (everything but `/healthz`
+/// Requires the token on reads when the console is configured to (everything but the probes
 /// and the page's script and style, which hold nothing from Redis).
 pub(crate) async fn reads(State(console): State<Console>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
-    let open = matches!(path, "/healthz" | "/console.js" | "/console.css");
+    let open = super::is_probe(path) || matches!(path, "/console.js" | "/console.css");
     let is_read = matches!(*request.method(), axum::http::Method::GET | axum::http::Method::HEAD);
     if !console.inner.reads_need_token || open || !is_read {
         return next.run(request).await;

@@ -14,12 +14,12 @@ use crate::Console;
 use crate::error::ApiError;
 
 /// Serves `request` if a slot is free (held until its response is ready), else 429.
-/// Not counted: `/healthz` (a probe must not fail because viewers are busy) and the views
+/// Not counted: the probes (`/healthz`, `/livez`, `/readyz`: a probe must not fail because viewers are busy) and the views
 /// served from the shared snapshot, which reads Redis once for all of them whatever their
 /// number (counting them turned a crowd waiting for one read into 429s).
 pub(crate) async fn admit(State(console): State<Console>, request: Request, next: Next) -> Response {
     let shared = matches!(request.uri().path(), "/" | "/jobs" | "/replicas" | "/api/jobs" | "/api/replicas");
-    if request.uri().path() == "/healthz" || (shared && request.method() == axum::http::Method::GET) {
+    if super::is_probe(request.uri().path()) || (shared && request.method() == axum::http::Method::GET) {
         return next.run(request).await;
     }
     let Ok(_slot) = console.inner.requests.clone().try_acquire_owned() else {

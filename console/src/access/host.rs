@@ -17,10 +17,11 @@ use crate::error::{ApiError, ConsoleError};
 const MAX_HOST_LEN: usize = 253;
 
 /// Refuses (421 `host_not_allowed`) a request whose `Host` is neither loopback nor allowed.
-/// `/healthz` is exempt: probes address the pod by its IP, and it reveals nothing.
+/// The probes (`/healthz`, `/livez`, `/readyz`) are exempt: they address the pod by its IP, and
+/// reveal nothing.
 pub(crate) async fn check(State(console): State<Console>, request: Request, next: Next) -> Response {
     let Some(allowed) = &console.inner.allowed_hosts else { return next.run(request).await };
-    if request.uri().path() == "/healthz" {
+    if super::is_probe(request.uri().path()) {
         return next.run(request).await;
     }
     let host = request
@@ -40,15 +41,26 @@ pub(crate) async fn check(State(console): State<Console>, request: Request, next
     .into_response()
 }
 
-/// Whether the `Host` header value `host` (a name or address, maybe with a port) is loopback
-/// or one of `allowed` (lower case).
+/// The suffixes a Kubernetes Service's name takes inside the cluster: `<service>.<namespace>`
+/// becomes `<service>.<namespace>.svc` and `<service>.<namespace>.svc.cluster.local` (the
+/// default cluster domain; another one is allowed by its full name).
+const SERVICE_SUFFIXES: [&str; 2] = [".svc", ".svc.cluster.local"];
+
+/// Whether the `Host` header value `host` (a name or address, maybe with a port) is loopback,
+/// one of `allowed` (lower case), or one of them followed by a Service suffix (`.svc`,
+/// `.svc.cluster.local`), so that allowing `daily-report-console.prod` admits the Service's
+/// namespaced and cluster-local names. Never any other suffix: a public name ending in an
+/// allowed one could be pointed at the console by its owner.
 pub(crate) fn is_allowed(host: &str, allowed: &[String]) -> bool {
     let Some(name) = name_of(host) else { return false };
     let name = name.trim_end_matches('.').to_ascii_lowercase();
     if name == "localhost" || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()) {
         return true;
     }
-    allowed.contains(&name)
+    allowed.iter().any(|a| {
+        name == *a
+            || SERVICE_SUFFIXES.iter().any(|suffix| name.strip_suffix(suffix).is_some_and(|base| base == a))
+    })
 }
 
 /// The name or address in a `Host` value without its port: `[::1]:80` -> `::1`,
@@ -107,6 +119,28 @@ mod tests {
             "Ops.Example.Com:443",
         ] {
             assert!(is_allowed(host, &allowed), "{host}");
+        }
+        // A Service's names: allowing `<service>.<namespace>` admits its cluster names.
+        let service = vec!["daily-report-console".to_owned(), "daily-report-console.prod".to_owned()];
+        for host in [
+            "daily-report-console",
+            "daily-report-console:8088",
+            "daily-report-console.prod",
+            "daily-report-console.prod.svc",
+            "daily-report-console.prod.svc.cluster.local",
+            "daily-report-console.prod.svc.cluster.local.:8088",
+        ] {
+            assert!(is_allowed(host, &service), "{host}");
+        }
+        for host in [
+            "daily-report-console.staging",
+            "daily-report-console.staging.svc.cluster.local",
+            "daily-report-console.prod.svc.attacker.example",
+            "daily-report-console.prod.attacker.example",
+            "daily-report-console.com",
+            "x.daily-report-console.prod",
+        ] {
+            assert!(!is_allowed(host, &service), "{host}");
         }
         for host in [
             "attacker.example:8088",

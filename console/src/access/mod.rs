@@ -10,3 +10,10 @@ pub(crate) mod auth;
 pub(crate) mod busy;
 pub(crate) mod host;
 pub(crate) mod token;
+
+/// The probes' paths: exempt from the Host check (probes address the pod by its IP), the read
+/// token and the limit on requests in flight (a probe must not fail because viewers are busy).
+/// None of them shows anything read from Redis.
+pub(crate) fn is_probe(path: &str) -> bool {
+    matches!(path, "/healthz" | "/livez" | "/readyz")
+}

@@ -439,7 +439,7 @@ fn default_instance_id() -> String {
 fn validate_instance_id(id: &str) -> Result<()> {
     if id.is_empty() || id.len() > 256 || id.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(LockError::Config(format!(
-            "invalid instance id {:?}: use 1 to 256 characters without spaces, e.g. the pod name",
+            "invalid instance id {:?}: use 1 to 256 bytes (UTF-8) without spaces, e.g. the pod name",
             id.chars().take(64).collect::<String>()
         )));
     }

@@ -101,7 +101,13 @@ pub(crate) fn spawn(
             timer.start_resync(&name);
         }
     }
-    tokio::spawn(timer.drive().instrument(span))
+    let beats = timer.shared.beats.clone();
+    let drive = async move {
+        let exits = timer.drive().await;
+        beats.stopped();
+        exits
+    };
+    tokio::spawn(drive.instrument(span))
 }
 
 /// A queue entry: a job's next slot, the job's `seq` when it was queued, the job.

@@ -20,6 +20,7 @@ impl Timer {
     /// flight) or its handle is dropped (then leaves them alone).
     pub(super) async fn drive(mut self) -> Vec<RunExit> {
         loop {
+            self.shared.beats.turned();
             let stopping = self.state.borrow().deadline();
             if let Some(deadline) = stopping {
                 return self.finish_runs(deadline).await;
