@@ -304,14 +304,18 @@ impl Job {
     }
 
     /// Pause the job on every replica after `failures` slots in a row failed for good (their
-    /// last attempt, after [`retry`](Self::retry), failed or timed out). The pause record says
-    /// why (`lockctl jobs --json`, `lockctl history`, the console show it); resuming the job
-    /// ([`control::resume`](crate::control::pause::resume), `lockctl resume`) clears the count,
-    /// and so does any successful run. Default: never. Must be at least 1.
+    /// last attempt, after [`retry`](Self::retry), failed or timed out). *In a row* is in slot
+    /// order: a later slot's success that ended before an earlier slot's retries did breaks the
+    /// streak only after that earlier slot, so consecutive failed slots always count together.
+    /// A slot whose body did not start (its claim or its `max_runs` count failed) does not
+    /// count. The pause record says why (`lockctl jobs --json`, `lockctl history`, the console
+    /// show it); resuming the job ([`control::resume`](crate::control::pause::resume),
+    /// `lockctl resume`) clears the outcomes. Default: never. Must be at least 1.
     ///
-    /// Cost in Redis: per successful run, one `DEL` in the pipeline that writes its history
-    /// entry (no round trip of its own); per slot failed for good, one round trip (a script
-    /// that counts it and pauses the job at the limit).
+    /// Cost in Redis: per successful run, three commands in the pipeline that writes its
+    /// history entry (the slot's success added to the job's outcomes by slot, their expiry, a
+    /// trim; no round trip of their own); per slot failed for good, one round trip (a script
+    /// that records it, counts the failed slots around it and pauses the job at the limit).
     pub fn pause_after_failures(mut self, failures: u32) -> Job {
         self.pause_after_failures = Some(failures);
         self
@@ -366,7 +370,9 @@ impl Job {
     /// Stop firing the job after `runs` runs, counted across its replicas: the run that claims
     /// each slot counts it in Redis, inside its lock, before its body starts, so each slot
     /// counts once and no more than `runs` bodies ever start. Retries of a counted slot, manual
-    /// ("run now") runs and backfilled slots are not counted. A replica that counts past the
+    /// ("run now") runs and backfilled slots are not counted; a slot whose count failed (Redis
+    /// answered an error) does not run and is not retried, since its retry would run uncounted.
+    /// A replica that counts past the
     /// limit does not run the slot (reported and recorded as `skipped: max runs`, once per
     /// replica) and, like the one that ran the last run, logs it once and fires the job no more;
     /// `lockctl show` shows the count. The count expires
