@@ -93,3 +93,26 @@ fn user_chapters_hold_no_dated_history_or_machine_logs() {
     }
     assert!(found.is_empty(), "history or test-run logs in user chapters:\n{}", found.join("\n"));
 }
+
+#[test]
+fn the_locks_chapter_names_every_lock_error() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let source = fs::read_to_string(root.join("lock-core/src/error.rs")).expect("lock-core's errors");
+    let start = source.find("pub enum LockError {").expect("the LockError enum");
+    let body = &source[start..];
+    let body = &body[..body.find("\n}\n").expect("the enum ends")];
+    // Variants: the lines indented once that start with a capital letter.
+    let variants: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("    ") && !l.starts_with("     "))
+        .map(str::trim)
+        .filter(|l| l.chars().next().is_some_and(char::is_uppercase))
+        .map(|l| l.split(|c: char| !c.is_alphanumeric()).next().unwrap_or_default())
+        .collect();
+    assert!(variants.len() >= 15, "parsed {variants:?}");
+    let chapter = fs::read_to_string(root.join("docs/guide/src/locks.md")).expect("locks.md");
+    let errors = &chapter[chapter.find("## Errors").expect("an Errors section")..];
+    let errors = &errors[..errors[3..].find("\n## ").map_or(errors.len(), |i| i + 3)];
+    let missing: Vec<&&str> = variants.iter().filter(|v| !errors.contains(&format!("`{v}`"))).collect();
+    assert!(missing.is_empty(), "locks.md's Errors section does not name {missing:?}");
+}
