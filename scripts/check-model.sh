@@ -70,6 +70,7 @@ old_variants=(
   "OLD_UNMARKED_HANDOFF (bug 4)|fail|-DCFG=4 -DOLD_UNMARKED_HANDOFF|!(freed_with_live_waiter)|-DNOBOUNDCHECK"
   "OLD_LIST_TTL (bug 5)|fail|-DCFG=5 -DOLD_LIST_TTL|!(no_ttl)|-DNOBOUNDCHECK"
   "OLD_CLEANUP_REPLY_DEADLINE (cex7)|fail|-DCFG=8 -DOLD_CLEANUP_REPLY_DEADLINE|!(orphan)|-DNOBOUNDCHECK"
+  "OLD_ACCEPT_MESSAGE (hand-off after a restart)|fail|-DCFG=9 -DOLD_ACCEPT_MESSAGE|(holders<=1)|-DNOBOUNDCHECK"
 )
 panflags="-m10000"
 if [[ $mode == ci ]]; then
@@ -82,6 +83,7 @@ if [[ $mode == ci ]]; then
     "fixed cfg4 (bug 4 setting)|pass|-DCFG=4 -DPROBES||-DNOBOUNDCHECK"
     "fixed cfg5 (bug 5 setting)|pass|-DCFG=5 -DPROBES||-DNOBOUNDCHECK"
     "fixed cfg8 (cex7 setting)|pass|-DCFG=8 -DPROBES||-DNOBOUNDCHECK"
+    "fixed cfg9 (restart setting)|pass|-DCFG=9 -DPROBES||-DNOBOUNDCHECK"
     "${old_variants[@]}"
   )
 elif [[ $mode == traces ]]; then

@@ -22,7 +22,7 @@
  *   OLD_ACCEPT_MESSAGE           a waiter named by a release takes the lock on the message alone
  *                                (accept_hand_off, first send + hand-off time; implied by
  *                                OLD_QUEUED_SINCE, whose bug lived in that path)
- * CFG (1..8) picks the clients, their operations, the fault budgets and the time bound; each
+ * CFG (1..9) picks the clients, their operations, the fault budgets and the time bound; each
  * setting can also be given with -D (e.g. -DTMAX=6 -DB_CRASH=1).
  */
 
@@ -121,6 +121,17 @@
 #define C_B_LATE 1
 #define C_B_STALL 1
 #define C_TMAX 4
+#endif
+
+#if CFG == 9
+/* A hand-off and a restart: B holds, A waits; B's release hands the key to A, Redis restarts
+ * without persistence, B takes the free key again. */
+#define C_NC 2
+#define C_P00 OP_WAIT
+#define C_P10 OP_FF
+#define C_P11 OP_FF
+#define C_B_RESTART 1
+#define C_TMAX 3
 #endif
 
 #ifdef OLD_QUEUED_SINCE
@@ -240,6 +251,14 @@
 #endif
 #endif
 
+#ifndef B_RESTART
+#ifdef C_B_RESTART
+#define B_RESTART C_B_RESTART
+#else
+#define B_RESTART 0      /* Redis restarts without persistence (not in C_ALL_FAULTS) */
+#endif
+#endif
+
 #ifndef B_FAULTS
 #ifdef C_B_FAULTS
 #define B_FAULTS C_B_FAULTS
@@ -349,6 +368,8 @@ byte fbdue[NC];               /* the fallback timer, while asleep */
 byte gvu[NC];                 /* its deadline: believed held while now < gvu */
 bit  glost[NC];               /* marked lost */
 bit  ql[NC];                  /* KeyMetrics::queued_last: this client's last release handed over */
+bit  g_after[NC];             /* the guard was taken after Redis restarted (rs_done) */
+bit  rs_done;                 /* Redis restarted without persistence */
 byte cf[NC];                  /* confirm_hand_off under way, for this token */
 /* background clean-ups (Releaser::abandon), one per token */
 bit  cu[NT + 1];
@@ -368,7 +389,8 @@ byte n_gen[NNET];             /* on connection */
 
 /* fault budgets */
 byte b_lost = B_LOST, b_late = B_LATE, b_stall = B_STALL, b_crash = B_CRASH,
-     b_cancel = B_CANCEL, b_psub = B_PSUB, b_rlost = B_RLOST, b_faults = B_FAULTS;
+     b_cancel = B_CANCEL, b_psub = B_PSUB, b_rlost = B_RLOST, b_restart = B_RESTART,
+     b_faults = B_FAULTS;
 #define FAULT(b) ((b) > 0 && b_faults > 0)
 #define USE(b) b--; b_faults--
 
@@ -730,10 +752,11 @@ inline check() {
   od;
   dump_state();
   /* mutual exclusion: at most one guard believed held (not released, not marked lost,
-   * before its deadline, its client alive) */
+   * before its deadline, its client alive); after a restart without persistence, among the
+   * guards taken after it (one from before is its documented cost) */
   holders = 0; ci = 0;
   do
-  :: ci < NC -> if :: alive[ci] && pc[ci] == HOLD && !glost[ci] && now < gvu[ci] -> holders++ :: else -> skip fi; ci++
+  :: ci < NC -> if :: alive[ci] && pc[ci] == HOLD && !glost[ci] && now < gvu[ci] && (g_after[ci] || !rs_done) -> holders++ :: else -> skip fi; ci++
   :: else -> break
   od;
   assert(holders <= 1);
@@ -841,6 +864,28 @@ end:
   :: d_step { now < TMAX && FAULT(b_stall) && STALL_TICK(2) ->
        USE(b_stall); stalled[2] = 1; printf("t=%d C: STALLS\n", now); tick() }
 #endif
+  /* Redis restarts without persistence: every key forgotten, every connection dropped (what
+   * was still in the network with it), the pub/sub connections lost (wake_all). A hand-off
+   * heard before, or in flight, keeps its `handed` flag. */
+  :: d_step { FAULT(b_restart) && STARTED(0) ->
+       USE(b_restart);
+       printf("t=%d Redis RESTARTS without persistence\n", now);
+       kv_clear();
+       do :: qlen > 0 -> qlen--; q[qlen] = 0 :: else -> break od; q_exp = 0;
+       xi = 1; do :: xi <= NT -> zrem(xi); xi++ :: else -> break od;
+       xi = 0; do :: xi < NC -> rec_del(xi); xi++ :: else -> break od;
+       z_exp = 0;
+       n_tok[0] = 0; n_kind[0] = 0; n_at[0] = 0; n_gen[0] = 0;
+       n_tok[1] = 0; n_kind[1] = 0; n_at[1] = 0; n_gen[1] = 0;
+       xi = 0;
+       do
+       :: xi < NC ->
+          if :: alive[xi] -> cg[xi]++; if :: sub[xi] && WAITING(xi) -> wk[xi] = 1 :: else -> skip fi; sub[xi] = 0 :: else -> skip fi;
+          xi++
+       :: else -> break
+       od;
+       rs_done = 1;
+       check() }
   /* a command left in the network runs */
   :: d_step { n_tok[0] != 0 ->
        printf("t=%d the try of token %d sent at %d runs now\n", now, n_tok[0], n_at[0]);
@@ -863,7 +908,7 @@ inline w_clear(c) {
   wk[c] = 0; hd[c] = 0; avail[c] = 0
 }
 
-inline g_clear(c) { gvu[c] = 0; glost[c] = 0 }
+inline g_clear(c) { gvu[c] = 0; glost[c] = 0; g_after[c] = 0 }
 
 inline cu_clear(t) {
   cu[t] = 0; cu_wait[t] = 0; cu_exp[t] = 0; cu_gen[t] = 0; cu_kind[t] = 0;
@@ -917,7 +962,7 @@ inline uncertain(c, g) {
 
 /* Core::guard: a guard valid until vu */
 inline take(c, vu) {
-  pc[c] = HOLD; gvu[c] = vu; glost[c] = 0;
+  pc[c] = HOLD; gvu[c] = vu; glost[c] = 0; g_after[c] = rs_done;
   qs[c] = 0; dl[c] = 0; fbdue[c] = 0; wk[c] = 0; hd[c] = 0; avail[c] = 0
 }
 
