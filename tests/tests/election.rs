@@ -284,3 +284,32 @@ async fn bad_names_and_bounds_are_typed_errors() {
     assert!(matches!(err, LockError::InvalidOptions(_)), "{err}");
     assert!(client.election("e").look_every(Duration::from_secs(1)).validate().is_ok());
 }
+
+/// The console's `/elections` page lists the election: its leader, term and candidates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_shows_the_election() {
+    init_tracing();
+    let server = RedisServer::start();
+    let a = member(&server.url(), "member-a", Duration::from_secs(6), Duration::from_secs(2));
+    let b = member(&server.url(), "member-b", Duration::from_secs(6), Duration::from_secs(2));
+    let leader = join(&a).await;
+    let term = leader.elected().await.expect("leads");
+    let _follower = join(&b).await;
+    assert!(wait_until(Duration::from_secs(5), || b.stats().waiters_on(ELECTION) == 1).await);
+    let console = lock_console::Console::new(member(
+        &server.url(),
+        "console",
+        Duration::from_secs(6),
+        Duration::from_secs(2),
+    ));
+    let addr = tests::http::serve(console.router()).await;
+    let page = tests::http::get(addr, "/elections").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let row = page.body.split("<tr data-election=").nth(1).expect("a row for the election");
+    assert!(row.contains(ELECTION) && row.contains("member-a") && row.contains(&term.to_string()), "{row}");
+    assert!(row.contains("member-b:"), "the candidate is listed: {row}");
+    let json = lock_console::json::election(&b.election_info(ELECTION).await.expect("read"));
+    assert_eq!(json["leader"]["instance"], "member-a");
+    assert_eq!(json["leader"]["term"], term);
+    assert_eq!(json["candidates"].as_array().map(Vec::len), Some(1));
+}
