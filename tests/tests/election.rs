@@ -313,3 +313,74 @@ async fn the_console_shows_the_election() {
     assert_eq!(json["leader"]["term"], term);
     assert_eq!(json["candidates"].as_array().map(Vec::len), Some(1));
 }
+
+/// The number of commands `server` has processed.
+fn commands_processed(server: &RedisServer) -> u64 {
+    let info = server.cli(&["INFO", "stats"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("total_commands_processed in INFO stats")
+}
+
+/// Figures, not a check (run with `--ignored --nocapture`): failover after a partition of the
+/// leader (10 runs, liveness TTL 2 s) and the steady-state Redis cost per member per second of
+/// three members with the default settings, over 20 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: prints figures"]
+async fn measure_failover_and_steady_state_cost() {
+    init_tracing();
+    let server = RedisServer::start();
+    // Steady state: defaults (liveness TTL 6 s, watchdog lease 30 s, look_every 2 s).
+    let clients: Vec<LockClient> = (0..3)
+        .map(|i| {
+            LockClient::builder().url(server.url()).instance_id(format!("m{i}")).build().expect("client")
+        })
+        .collect();
+    let mut members = Vec::new();
+    for c in &clients {
+        members.push(c.election("election:cost").join().await.expect("joined"));
+    }
+    one_leader(&members, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let window = Duration::from_secs(20);
+    let before = commands_processed(&server);
+    tokio::time::sleep(window).await;
+    let after = commands_processed(&server);
+    let per_member = (after - before - 1) as f64 / 3.0 / window.as_secs_f64();
+    eprintln!(
+        "steady state: {} commands in {window:?} for 3 members: {per_member:.2} per member per second",
+        after - before - 1
+    );
+    drop(members);
+
+    let mut took = Vec::new();
+    for run in 0..10 {
+        let proxy = FaultProxy::start(server.port()).expect("proxy");
+        let name = format!("election:failover:{run}");
+        let ttl = Duration::from_secs(2);
+        let cut = member(&proxy.url(), "cut", ttl, Duration::from_millis(500));
+        let ok = member(&server.url(), "ok", ttl, Duration::from_millis(500));
+        let leader = cut.election(&name).join().await.expect("joined");
+        leader.elected().await.expect("leads");
+        let follower = ok.election(&name).join().await.expect("joined");
+        assert!(wait_until(Duration::from_secs(5), || ok.stats().waiters_on(&name) == 1).await);
+        let at = Instant::now();
+        proxy.partition();
+        let elected = tokio::time::timeout(Duration::from_secs(10), follower.elected()).await;
+        if elected.is_err() {
+            let info = ok.election_info(&name).await;
+            panic!(
+                "run {run}: no new leader after {:?}; follower {:?}; {info:?}",
+                at.elapsed(),
+                follower.role()
+            );
+        }
+        took.push(at.elapsed());
+    }
+    took.sort();
+    eprintln!(
+        "partition → new leader (liveness TTL 2 s), 10 runs: min {:?}, median {:?}, max {:?}",
+        took[0], took[5], took[9]
+    );
+}
