@@ -384,3 +384,79 @@ async fn measure_failover_and_steady_state_cost() {
         took[0], took[5], took[9]
     );
 }
+
+/// Starts an `election_member` process; its stdout's lines.
+fn spawn_member(
+    url: &str,
+    instance: &str,
+    ttl: Duration,
+) -> (tokio::process::Child, tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_election_member"))
+        .args([url, "election:processes", instance, &ttl.as_millis().to_string()])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start election_member");
+    let stdout = child.stdout.take().expect("piped stdout");
+    (child, tokio::io::BufReader::new(stdout).lines())
+}
+
+/// Two processes; the leader is killed -9 (no step-down, no release): the other leads within
+/// the liveness TTL + 1 s, with a higher term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_leader_process_is_replaced_within_the_liveness_ttl() {
+    leader_process_ends(false).await;
+}
+
+/// Two processes; the leader gets SIGTERM and leaves: the other leads at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_leader_process_hands_on_at_once() {
+    leader_process_ends(true).await;
+}
+
+async fn leader_process_ends(sigterm: bool) {
+    init_tracing();
+    let server = RedisServer::start();
+    let ttl = Duration::from_secs(2);
+    let (mut first, mut first_out) = spawn_member(&server.url(), "process-a", ttl);
+    let line = tokio::time::timeout(Duration::from_secs(20), first_out.next_line()).await.expect("in time");
+    let first_term: u64 = line
+        .expect("read")
+        .and_then(|l| l.strip_prefix("leader ").and_then(|t| t.parse().ok()))
+        .expect("the first process leads");
+    let (_second, mut second_out) = spawn_member(&server.url(), "process-b", ttl);
+    let observer = member(&server.url(), "observer", ttl, Duration::from_millis(500));
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            // The second process waits in the queue.
+            let out = server.cli(&["LLEN", &lock_core::schema::queue_key("election:processes")]);
+            out.trim() == "1"
+        })
+        .await,
+        "the second process queued: {}",
+        server.cli(&["KEYS", "*"])
+    );
+    let killed_at = Instant::now();
+    if sigterm {
+        let pid = first.id().expect("running").to_string();
+        let sent = std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill -TERM");
+        assert!(sent.success());
+    } else {
+        first.start_kill().expect("kill -9");
+    }
+    let line =
+        tokio::time::timeout(Duration::from_secs(10), second_out.next_line()).await.expect("elected in time");
+    let took = killed_at.elapsed();
+    let second_term: u64 = line
+        .expect("read")
+        .and_then(|l| l.strip_prefix("leader ").and_then(|t| t.parse().ok()))
+        .expect("the second process leads");
+    assert!(second_term > first_term);
+    let how = if sigterm { "SIGTERM" } else { "kill -9" };
+    eprintln!("{how} → new leader in another process: {took:?} (liveness TTL {ttl:?})");
+    let bound = if sigterm { Duration::from_millis(500) } else { ttl + Duration::from_secs(1) };
+    assert!(took <= bound, "{how}: {took:?}");
+    let info = observer.election_info("election:processes").await.expect("read");
+    assert_eq!(info.leader.map(|l| l.instance), Some("process-b".to_owned()));
+}
