@@ -29,6 +29,7 @@ pub mod guide {
         Locks => "locks.md",
         Primitives => "primitives.md",
         Scheduler => "scheduler.md",
+        Elections => "elections.md",
         Migrating => "migrating.md",
         OrderService => "order-service.md",
         OperatorTools => "operator-tools.md",

@@ -138,3 +138,23 @@ pub fn run_request(request: &RunRequest) -> Value {
         "requested_at": request.requested_at.to_rfc3339(),
     })
 }
+
+/// A leader election: its name, the leader (instance, owner, term, since when), the lease left
+/// and the live candidates in the order they would be elected.
+pub fn election(info: &lock_core::ElectionInfo) -> Value {
+    let epoch_ms = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    };
+    json!({
+        "name": info.name,
+        "leader": info.leader.as_ref().map(|l| json!({
+            "instance": l.instance,
+            "owner": l.owner,
+            "term": l.term,
+            "since_ms": l.since.map(epoch_ms),
+        })),
+        "lease_remaining_ms": info.lease_remaining.map(|d| d.as_millis() as u64),
+        "candidates": info.candidates,
+        "last_seen_ms": info.last_seen.map(epoch_ms),
+    })
+}

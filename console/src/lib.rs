@@ -371,6 +371,7 @@ impl Console {
             .route("/jobs/{name}", get(page::job::job))
             .route("/jobs/{name}/runs/{id}", get(page::run::run))
             .route("/replicas", get(page::replicas::replicas))
+            .route("/elections", get(page::elections::elections))
             .route("/console.js", get(page::assets::script))
             .route("/console.css", get(page::assets::style))
             .route("/api/openapi.json", get(openapi::document))

@@ -111,6 +111,13 @@ enum Command {
     /// List the scheduler replicas announced in Redis: group, instance, version, host, how
     /// long they have been up and the jobs they are running.
     Replicas,
+    /// List leader elections (those whose leader wrote its record in the last hour): leader,
+    /// term, since when, lease left, and the live candidates in the order they would be elected.
+    Elections {
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
     /// A job's last runs, newest first.
     History {
         /// The job's name.
@@ -345,6 +352,7 @@ async fn run(cli: Cli) -> Result<Output, CtlError> {
         Command::Unlock { key, yes, token } => unlock(&client, &key, token.as_deref(), yes, cli.json).await,
         Command::Jobs => jobs(&client).await,
         Command::Replicas => replicas(&client).await,
+        Command::Elections { limit } => elections(&client, limit).await,
         Command::History { job, count } => history(&client, &job, count).await,
         Command::Pause { job, force } => pause(&client, &job, force).await,
         Command::Backfill { job, from, to, force } => backfill(&client, &job, &from, &to, force).await,
@@ -650,6 +658,33 @@ async fn replicas(client: &LockClient) -> Result<Output, CtlError> {
     let text = format::table(&["GROUP", "INSTANCE", "LIVE", "VERSION", "HOST", "UP FOR", "RUNNING"], &rows);
     let json = Value::Array(replicas.iter().map(lock_console::json::replica).collect());
     Ok(Output { json, text, code: if replicas.is_empty() { NOTHING } else { OK } })
+}
+
+async fn elections(client: &LockClient, limit: usize) -> Result<Output, CtlError> {
+    let elections = client.elections(limit).await?;
+    let since = |t: Option<std::time::SystemTime>| {
+        t.map_or_else(
+            || "-".into(),
+            |t| chrono::DateTime::<chrono::Utc>::from(t).format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+        )
+    };
+    let rows: Vec<Vec<String>> = elections
+        .iter()
+        .map(|e| {
+            let leader = e.leader.as_ref();
+            vec![
+                e.name.clone(),
+                leader.map_or_else(|| "(none)".into(), |l| l.instance.clone()),
+                leader.and_then(|l| l.term).map_or_else(|| "-".into(), |t| t.to_string()),
+                since(leader.and_then(|l| l.since)),
+                e.lease_remaining.map_or_else(|| "-".into(), duration),
+                if e.candidates.is_empty() { "-".into() } else { e.candidates.join(", ") },
+            ]
+        })
+        .collect();
+    let text = format::table(&["ELECTION", "LEADER", "TERM", "SINCE", "LEASE LEFT", "CANDIDATES"], &rows);
+    let json = Value::Array(elections.iter().map(lock_console::json::election).collect());
+    Ok(Output { json, text, code: if elections.is_empty() { NOTHING } else { OK } })
 }
 
 /// `*/2 * * * * * UTC (env SCHEDULE_DAILY_REPORT)`: a registered job's schedule in force and

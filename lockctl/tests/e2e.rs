@@ -808,3 +808,34 @@ async fn lockctl_warns_of_a_visible_token_survives_a_closed_pipe_and_names_who_r
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
 }
+
+/// `lockctl elections` lists an election with its leader, term and candidates, in text and
+/// JSON; none at all exits with the "nothing" code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockctl_lists_elections() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let (code, _, _) = lockctl(&url, &["elections"], "").await;
+    assert_eq!(code, 1, "no election: nothing to list");
+    let a = LockClient::builder().url(&url).instance_id("member-a").build().expect("client");
+    let b = LockClient::builder().url(&url).instance_id("member-b").build().expect("client");
+    let leader = a.election("election:feed").join().await.expect("joined");
+    let term = leader.elected().await.expect("leads");
+    let _follower = b.election("election:feed").join().await.expect("joined");
+    eventually("b waits in the queue", async || (b.stats().waiters_on("election:feed") == 1).then_some(()))
+        .await;
+    let (code, text, stderr) = lockctl(&url, &["elections"], "").await;
+    assert_eq!(code, 0, "{stderr}");
+    let row = text.lines().find(|l| l.starts_with("election:feed")).unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        row.contains("member-a") && row.contains(&term.to_string()) && row.contains("member-b:"),
+        "{text}"
+    );
+    let (code, json) = lockctl_json(&url, &["elections"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(json[0]["name"], "election:feed");
+    assert_eq!(json[0]["leader"]["instance"], "member-a");
+    assert_eq!(json[0]["leader"]["term"], term);
+    assert_eq!(json[0]["candidates"].as_array().map(Vec::len), Some(1));
+    println!("{text}");
+}

@@ -44,7 +44,13 @@ impl Base {
 pub(crate) fn layout(console: &Console, base: &Base, title: &str, active: &str, body: &str) -> Html<String> {
     let root = base.root();
     let mut nav = String::new();
-    for (href, name) in [("", "Overview"), ("locks", "Locks"), ("jobs", "Jobs"), ("replicas", "Replicas")] {
+    for (href, name) in [
+        ("", "Overview"),
+        ("locks", "Locks"),
+        ("jobs", "Jobs"),
+        ("replicas", "Replicas"),
+        ("elections", "Elections"),
+    ] {
         let class = if name == active { " class=\"active\"" } else { "" };
         let _ = write!(nav, "<a href=\"{root}{href}\"{class}>{name}</a>");
     }

@@ -12,6 +12,7 @@ pub(crate) mod assets;
 pub(crate) mod buttons;
 pub(crate) mod chart;
 pub(crate) mod counts;
+pub(crate) mod elections;
 pub(crate) mod job;
 pub(crate) mod jobs;
 pub(crate) mod layout;

@@ -4,12 +4,11 @@
 //! (the lock's hand-off gives it to the next candidate at once), and meanwhile keep the role
 //! watch up to date with the leader read from Redis (on an announcement, or every `look`).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -54,7 +53,17 @@ enum Followed {
     Leave,
 }
 
-type Acquisition = Pin<Box<dyn Future<Output = Result<LockGuard>> + Send>>;
+/// A campaign's acquisition, in its own task: the follower's loop awaits reads and
+/// subscriptions in its handlers, which must not stall the acquisition (the two share the
+/// client's pub/sub connection). Aborted when dropped, which gives the token up (the waiter's
+/// own clean-up) or, if it had just won, releases the lock (the guard is dropped).
+struct Acquisition(JoinHandle<Result<LockGuard>>);
+
+impl Drop for Acquisition {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 impl Campaign {
     /// Runs until the member leaves (a command, or the handle dropped).
@@ -86,7 +95,7 @@ impl Campaign {
         // Fenced, so that every leadership draws a new term; waiting "forever" keeps the
         // candidate's ticket in the queue (each fallback retry renews it).
         let options = LockOptions::new().fencing(true).wait(Duration::MAX);
-        Box::pin(async move { core.take(Target::lock(&name), options).await })
+        Acquisition(tokio::spawn(async move { core.take(Target::lock(&name), options).await }))
     }
 
     /// Waits in the queue until elected, keeping the role's leader up to date meanwhile.
@@ -98,14 +107,18 @@ impl Campaign {
             tokio::select! {
                 result = async {
                     match acquisition.as_mut() {
-                        Some(acquisition) => acquisition.await,
+                        Some(acquisition) => (&mut acquisition.0).await,
                         None => std::future::pending().await,
                     }
                 }, if acquisition.is_some() => {
                     acquisition = None;
                     match result {
-                        Ok(guard) => return Followed::Elected(guard),
+                        Ok(Ok(guard)) => return Followed::Elected(guard),
                         Err(e) => {
+                            tracing::error!(error = %e, "the campaign's task failed; trying again");
+                            retry_at = Some(Instant::now() + RETRY_AFTER_ERROR);
+                        }
+                        Ok(Err(e)) => {
                             tracing::warn!(error = %ErrorChain(&e), "campaigning failed; trying again");
                             retry_at = Some(Instant::now() + RETRY_AFTER_ERROR);
                         }

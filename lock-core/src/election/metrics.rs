@@ -11,8 +11,6 @@
 
 use std::time::Duration;
 
-use metrics::{counter, gauge, histogram};
-
 use crate::telemetry::key_label;
 
 /// The metrics of one election in this process.
@@ -28,20 +26,21 @@ impl ElectionMetrics {
 
     pub(crate) fn elected(&self, term: u64, leaderless: Option<Duration>) {
         let label = self.label.clone();
-        counter!("lock_election_leader_changes_total", "election" => label.clone()).increment(1);
-        gauge!("lock_election_is_leader", "election" => label.clone()).set(1.0);
+        metrics::counter!("lock_election_leader_changes_total", "election" => label.clone()).increment(1);
+        metrics::gauge!("lock_election_is_leader", "election" => label.clone()).set(1.0);
         // Terms are µs since the epoch (about 2^51 now): exact in an f64.
-        gauge!("lock_election_term", "election" => label.clone()).set(term as f64);
+        metrics::gauge!("lock_election_term", "election" => label.clone()).set(term as f64);
         if let Some(gap) = leaderless {
-            histogram!("lock_election_leaderless_seconds", "election" => label).record(gap.as_secs_f64());
+            metrics::histogram!("lock_election_leaderless_seconds", "election" => label)
+                .record(gap.as_secs_f64());
         }
     }
 
     pub(crate) fn stepped_down(&self, lost: bool) {
         let label = self.label.clone();
-        gauge!("lock_election_is_leader", "election" => label.clone()).set(0.0);
+        metrics::gauge!("lock_election_is_leader", "election" => label.clone()).set(0.0);
         if lost {
-            counter!("lock_election_losses_total", "election" => label).increment(1);
+            metrics::counter!("lock_election_losses_total", "election" => label).increment(1);
         }
     }
 }

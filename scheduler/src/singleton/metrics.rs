@@ -6,15 +6,13 @@
 //! | `scheduler_singleton_running` | gauge | `singleton` | 1 while the body runs on this replica |
 //! | `scheduler_singleton_stops_total` | counter | `singleton`, `reason` = `returned` \| `failed` \| `lost` \| `shutdown` | bodies that ended on this replica, and why |
 
-use metrics::{counter, gauge};
-
 pub(crate) fn started(name: &str) {
-    counter!("scheduler_singleton_starts_total", "singleton" => name.to_owned()).increment(1);
-    gauge!("scheduler_singleton_running", "singleton" => name.to_owned()).set(1.0);
+    metrics::counter!("scheduler_singleton_starts_total", "singleton" => name.to_owned()).increment(1);
+    metrics::gauge!("scheduler_singleton_running", "singleton" => name.to_owned()).set(1.0);
 }
 
 pub(crate) fn stopped(name: &str, reason: &'static str) {
-    gauge!("scheduler_singleton_running", "singleton" => name.to_owned()).set(0.0);
-    counter!("scheduler_singleton_stops_total", "singleton" => name.to_owned(), "reason" => reason)
+    metrics::gauge!("scheduler_singleton_running", "singleton" => name.to_owned()).set(0.0);
+    metrics::counter!("scheduler_singleton_stops_total", "singleton" => name.to_owned(), "reason" => reason)
         .increment(1);
 }
