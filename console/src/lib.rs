@@ -40,8 +40,9 @@
 //!   key is 404 `not_a_lock` and its value is never read (only its type, to tell a free name),
 //!   whatever it looks like.
 //! - **Its own connection**: the console reads through a client of its own built from the
-//!   given one's configuration, at most 4 requests reading Redis at once, so an embedded
-//!   console never starves the service's locks, renewals or scheduler.
+//!   given one's configuration, at most 2 requests reading Redis at once, every request served
+//!   on a worker thread of its own, so an embedded console never starves the service's locks,
+//!   renewals or scheduler.
 //! - Bad input (an unknown job, an unbounded pattern, control characters, a huge `n`) gets a
 //!   4xx with a JSON error naming the problem (a wrong method too: 405); Redis failing gets a
 //!   503. No response, page or log line holds the Redis URL or its password.
@@ -66,6 +67,7 @@ mod runs;
 mod serve;
 mod snapshot;
 mod view;
+mod worker;
 
 use std::fmt;
 use std::sync::Arc;
@@ -84,7 +86,7 @@ pub use serve::{ServeOptions, serve};
 /// Requests served at once by default.
 const DEFAULT_MAX_REQUESTS: usize = 32;
 /// Requests reading Redis at once by default (the shared snapshot's read counts as one).
-const DEFAULT_REDIS_WORK: usize = 4;
+const DEFAULT_REDIS_WORK: usize = 2;
 
 /// The console: what it reads (a [`LockClient`]) and who may act (its tokens, read-only mode),
 /// which hosts it answers for and how many refused tokens it tolerates. Cheap to clone.
@@ -111,6 +113,8 @@ struct Inner {
     snapshot: Arc<snapshot::Shared>,
     /// Requests being served, at most its permits; beyond it, 429.
     requests: Arc<tokio::sync::Semaphore>,
+    /// The thread every request runs on, apart from the embedding service's runtime.
+    worker: Arc<worker::Worker>,
     /// Requests reading Redis at once, at most its permits; the others wait their turn within
     /// the read budget's time, then get 429.
     redis_work: Arc<tokio::sync::Semaphore>,
@@ -129,7 +133,7 @@ impl Console {
     /// The console reads and acts through a client of its own, built from `client`'s
     /// configuration ([`LockClient::with_own_connection`]): its Redis work never queues behind
     /// the locks, renewals and liveness lease of the service it is embedded in, and it reads
-    /// Redis for at most 4 requests at once ([`max_concurrent_redis_reads`](Self::max_concurrent_redis_reads)).
+    /// Redis for at most 2 requests at once ([`max_concurrent_redis_reads`](Self::max_concurrent_redis_reads)).
     pub fn new(client: LockClient) -> Self {
         let client = match client.with_own_connection() {
             Ok(own) => own,
@@ -151,6 +155,7 @@ impl Console {
                 snapshot: Arc::new(snapshot::Shared::default()),
                 requests: Arc::new(tokio::sync::Semaphore::new(DEFAULT_MAX_REQUESTS)),
                 redis_work: Arc::new(tokio::sync::Semaphore::new(DEFAULT_REDIS_WORK)),
+                worker: Arc::new(worker::Worker::start()),
                 retained: Arc::default(),
             }),
         }
@@ -294,7 +299,7 @@ impl Console {
         Ok(self.with(|inner| inner.requests = Arc::new(tokio::sync::Semaphore::new(max))))
     }
 
-    /// Most requests reading Redis at once (default 4; the shared snapshot's read counts as
+    /// Most requests reading Redis at once (default 2; the shared snapshot's read counts as
     /// one however many viewers wait for it): the others wait for a turn for at most the
     /// snapshot budget's time, then get 429 `busy`. What bounds the console's share of Redis
     /// and of its own connection, so a crowd of viewers cannot starve the service it is

@@ -19,8 +19,11 @@ use crate::error::ApiError;
 /// number (counting them turned a crowd waiting for one read into 429s).
 pub(crate) async fn admit(State(console): State<Console>, request: Request, next: Next) -> Response {
     let shared = matches!(request.uri().path(), "/" | "/jobs" | "/replicas" | "/api/jobs" | "/api/replicas");
-    if super::is_probe(request.uri().path()) || (shared && request.method() == axum::http::Method::GET) {
+    if super::is_probe(request.uri().path()) {
         return next.run(request).await;
+    }
+    if shared && request.method() == axum::http::Method::GET {
+        return console.inner.worker.run(next.run(request)).await;
     }
     let Ok(_slot) = console.inner.requests.clone().try_acquire_owned() else {
         let mut error = ApiError::new(
@@ -34,7 +37,7 @@ pub(crate) async fn admit(State(console): State<Console>, request: Request, next
     // Assets and the API's description read nothing; everything else waits for a turn to
     // read Redis (the snapshot's views take theirs inside the shared read).
     let path = request.uri().path();
-    let _turn = if matches!(path, "/console.js" | "/console.css" | "/api/openapi.json") {
+    let turn = if matches!(path, "/console.js" | "/console.css" | "/api/openapi.json") {
         None
     } else {
         match console.redis_permit(tokio::time::Instant::now() + console.inner.budget.time).await {
@@ -42,5 +45,14 @@ pub(crate) async fn admit(State(console): State<Console>, request: Request, next
             Err(e) => return e.into_response(),
         }
     };
-    next.run(request).await
+    // On the console's own thread (see `worker`), holding the turn until the response is ready.
+    console
+        .inner
+        .worker
+        .run(async move {
+            let response = next.run(request).await;
+            drop(turn);
+            response
+        })
+        .await
 }
