@@ -72,6 +72,8 @@ old_variants=(
   "OLD_U1 (buffer behind a run-now)|fail|-DCFG=7 -DOLD_U1|!(buffer_left)|-O0 -DNOBOUNDCHECK"
   "OLD_SHUT (buffered run after SIGTERM)|fail|-DCFG=8 -DOLD_SHUT|!(start_after_stop)|-O0 -DNOBOUNDCHECK"
   "OLD_F (F1/F2: backfill of a slot in flight)|fail|-DCFG=9 -DOLD_F|!(twice)|-O0 -DNOBOUNDCHECK"
+  "F3_UNCLAIMED_BACKFILL (found: backfill first)|fail|-DCFG=13 -DF3_UNCLAIMED_BACKFILL|!(twice)|-O0 -DNOBOUNDCHECK"
+  "F3 + HANDOVER_AS_BACKFILL (found: at shutdown)|fail|-DCFG=8 -DF3_UNCLAIMED_BACKFILL -DHANDOVER_AS_BACKFILL|!(twice)|-O0 -DNOBOUNDCHECK"
 )
 panflags="-m10000"
 if [[ $mode == ci ]]; then
@@ -130,7 +132,9 @@ run_variant() {
     build=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
     search=$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.1f", b - a }')
     first=$(grep -m1 'assertion violated' pan.log | sed 's/^pan:[0-9]*: //' || true)
-    local stats="states=${states:-?} depth=${depth:-?} search=${search}s build=${build}s"
+    local mem
+    mem=$(awk '/total actual memory usage/ { print $1; exit }' pan.log)
+    local stats="states=${states:-?} depth=${depth:-?} mem=${mem:-?}MB search=${search}s build=${build}s"
     if [[ -z $errors ]]; then
       detail="no verdict from pan: $(tail -c 300 pan.log | tr '\n' ' ')"
     elif [[ $expect == pass ]]; then

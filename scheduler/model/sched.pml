@@ -22,10 +22,17 @@
  *   OLD_S1    a resent batched claim answered Held disarms the first send's clean-up
  *   OLD_S2    a resent batched claim answered with an error reply disarms it too
  *   OLD_R1    a due retry's take (ZREM) whose reply is lost fails the poll: the retry is gone
- *   OLD_M1    max_runs counts attempt 1 only (INCR); an uncounted attempt's retry runs uncounted
+ *   OLD_M1    an attempt max_runs could not count (INCR failed) fails and is retried; retries
+ *             are never counted
  *   OLD_U1    only a slot's run takes the BufferOne buffer at its end, a run-now does not
  *   OLD_SHUT  a run ending after SIGTERM starts the slot buffered behind it
- *   OLD_F     a backfill run checks nothing under the lock (only the request read the history)
+ *   OLD_F     F1/F2: a backfill request queues every slot without a history entry, and its
+ *             run checks nothing under the lock
+ * and two designs this model found wanting (issue 54's new findings, see README.md):
+ *   F3_UNCLAIMED_BACKFILL  a backfill run claims no tick: the slot's own claim, still to come,
+ *             runs it again
+ *   HANDOVER_AS_BACKFILL   a stopping replica hands its buffered slot over as a backfill entry,
+ *             while the slot's run started before the stop still claims it
  * CFG picks the replicas, the job's options, the operator's actions and the fault budgets.
  */
 
@@ -315,12 +322,13 @@ byte key;                     /* the job's lock: the token holding it, 0 free */
 byte kexp;                    /* the tick it expires at */
 byte last = NONE;             /* {key}:tick, the last claimed tick (TV) */
 byte pend[3];                /* the group's pending retries zset: bit n-1 attempt n, bit 0 backfill */
+#define HANDED 3               /* pend bit: a buffered slot handed over by a stopping replica */
 byte pwait[3];                /* entries put back after a held lock: due after the next tick */
 byte taker[3];               /* fixed R1: who took slot s's last entry (replica + 1) */
 byte hist;                    /* slots with a ran/failed/... history entry */
-byte mark;                    /* fixed F: slots an attempt took the lock for (written under it) */
+byte ownhist;                 /* slots with an entry of their own run (not backfill, not run-now) */
+byte bfq;                     /* fixed F2: scheduler:{group}:backfilled, slots queued by a request */
 byte runcount;                     /* OLD_M1: the run count (INCR) */
-byte cset;                    /* fixed M1: the slots counted */
 bool paused;
 byte buf;                     /* BufferOne's buffer: slot + 1, 0 empty */
 byte req;                     /* run-now requests waiting */
@@ -369,7 +377,7 @@ byte fate;                    /* slots something happened to (ran, skipped for a
 byte bodies;                  /* slots whose body started (max runs) */
 byte backfills, runnows, pauses;
 byte i_, j_, r_, rep;         /* scratch */
-hidden byte twice, after_success, overlap, orphan, lost_retry, over_max, buffer_left,
+byte twice, after_success, overlap, orphan, lost_retry, over_max, buffer_left,
   start_after_stop, start_after_pause, slot_missed;
 
 #ifdef PROBES
@@ -515,15 +523,7 @@ inline claim_reply(i) {
   printf("t=%d r%d: claim of slot %d answered %d (1 claimed, 0 held, 3 ours, 2 tick done)\n", now, i / T, ts[i], rep);
   if
   :: rep == 1 || rep == 3 ->
-#ifndef OLD_F
-     /* fixed F: under the lock, a slot a backfill already started is not run again */
-     if
-     :: HAS(mark, ts[i]) -> res[i] = RES_SKIP; pc[i] = P_RELEASE; PROBE(31, "claimed_found_started")
-     :: else -> mark = mark | BIT(ts[i]); pc[i] = P_COUNT
-     fi;
-#else
      pc[i] = P_COUNT;
-#endif
      PROBE(1, "slot_claimed")
   :: rep == 0 ->
 #if OVERLAP == BUFFER_ONE
@@ -575,7 +575,8 @@ end:
           :: rep == 1 || rep == 3 || rep == 2 -> skip   /* guarded, or the tick record drops a late send's lock */
           :: rep == 0 ->
 #ifndef OLD_S1
-             arm_cleanup(r, tok[i], sent[i] + L); PROBE(5, "resend_held_cleanup_armed")
+             arm_cleanup(r, tok[i], sent[i] + L); PROBE(5, "resend_held_cleanup_armed");
+             printf("t=%d r%d: the first send's clean-up stays armed\n", now, r)
 #else
              skip
 #endif
@@ -585,6 +586,7 @@ end:
           printf("t=%d r%d: the resend answered by an error reply\n", now, r);
 #ifndef OLD_S2
           arm_cleanup(r, tok[i], sent[i] + L); PROBE(6, "resend_error_cleanup_armed");
+          printf("t=%d r%d: the first send's clean-up stays armed\n", now, r);
 #endif
           res[i] = RES_LOCKFAIL; pc[i] = P_RETRY
        fi;
@@ -604,7 +606,7 @@ end:
 #endif
        printf("t=%d r%d: retry of slot %d attempt %d: lock answered %d\n", now, r, ts[i], tn[i], rep);
        if
-       :: rep == 1 -> mark = mark | BIT(ts[i]); pc[i] = P_COUNT; PROBE(7, "retry_locked")
+       :: rep == 1 -> pc[i] = P_COUNT; PROBE(7, "retry_locked")
        :: rep == 0 ->       /* held: after_attempt puts the same attempt back */
           pend[ts[i]] = pend[ts[i]] | BIT(tn[i] - 1); pwait[ts[i]] = pwait[ts[i]] | BIT(tn[i] - 1);
           tok[i] = 0; idle(i); PROBE(8, "retry_held_put_back")
@@ -619,8 +621,22 @@ end:
        :: rep == 1 ->
 #ifndef OLD_F
           if
-          :: HAS(mark, ts[i]) -> res[i] = RES_SKIP; pc[i] = P_RELEASE; PROBE(9, "backfill_found_started")
-          :: else -> mark = mark | BIT(ts[i]); pc[i] = P_COUNT
+          /* control::backfill::ran_since_request, under the lock: the slot's own run has a
+           * history entry (written after the request, which found none), or the slot is the
+           * last claimed tick (its run ended a moment ago, its entry not written yet) */
+          :: HAS(ownhist, ts[i]) || last == TV(ts[i], 1) ->
+             res[i] = RES_SKIP; pc[i] = P_RELEASE; PROBE(9, "backfill_found_ran")
+          :: else ->
+#ifndef F3_UNCLAIMED_BACKFILL
+             /* F3 (found by this model): a slot after the last claimed tick is claimed by its
+              * backfill run, so that its own claim, still to come (a stall, the claim grace, a
+              * catch-up), finds it done */
+             if
+             :: last == NONE || last < TV(ts[i], 1) -> last = TV(ts[i], 1); PROBE(33, "backfill_claimed_tick")
+             :: else -> skip
+             fi;
+#endif
+             pc[i] = P_COUNT
           fi
 #else
           pc[i] = P_COUNT
@@ -661,11 +677,9 @@ end:
   :: atomic { alive[r] && pc[i] == P_COUNT && now < sent[i] + L ->
 #if MAXR > 0
        if
-       :: kind[i] == K_MANUAL || kind[i] == K_BACKFILL -> start_body(i)
-#ifdef OLD_M1
-       :: kind[i] != K_MANUAL && kind[i] != K_BACKFILL && tn[i] > 1 -> start_body(i)
+       :: kind[i] == K_MANUAL || kind[i] == K_BACKFILL || tn[i] > 1 -> start_body(i)
        :: kind[i] != K_MANUAL && kind[i] != K_BACKFILL && tn[i] == 1 ->
-          /* max_runs::count: INCR */
+          /* max_runs::count: INCR, attempt 1 only (its retries belong to the counted slot) */
           if
           :: runcount++;
              if
@@ -673,34 +687,17 @@ end:
              :: else -> skip
              fi;
              if
-             :: runcount > MAXR -> skipped(i); pc[i] = P_RELEASE; failpend[ts[i]] = 0
+             :: runcount > MAXR -> skipped(i); pc[i] = P_RELEASE; PROBE(13, "max_runs_reached")
              :: else -> start_body(i)
              fi
-          :: CAN(FK_ERR, B_ERR) -> USE(FK_ERR); res[i] = RES_FAIL; pc[i] = P_RELEASE  /* Uncounted */
-          fi
+          :: CAN(FK_ERR, B_ERR) -> USE(FK_ERR); PROBE(14, "count_failed");
+             printf("t=%d r%d: max_runs count of slot %d answered by an error reply\n", now, r, ts[i]);
+#ifdef OLD_M1
+             res[i] = RES_FAIL; pc[i] = P_RELEASE        /* Failure::Uncounted: failed, retried */
 #else
-       :: kind[i] != K_MANUAL && kind[i] != K_BACKFILL ->
-          /* every attempt counts its slot, once (a set of the counted slots) */
-          if
-          :: j_ = 0; i_ = 0;
-             do
-             :: i_ < NS -> j_ = j_ + HAS(cset, i_); i_++
-             :: else -> break
-             od;
-             i_ = 0;
-             if
-             :: HAS(cset, ts[i]) -> start_body(i)
-             :: !HAS(cset, ts[i]) && j_ < MAXR ->
-                cset = cset | BIT(ts[i]);
-                if :: j_ + 1 >= MAXR -> mrdone[r] = 1 :: else -> skip fi;
-                start_body(i)
-             :: !HAS(cset, ts[i]) && j_ >= MAXR -> mrdone[r] = 1; skipped(i); pc[i] = P_RELEASE; PROBE(13, "max_runs_reached");
-                failpend[ts[i]] = 0
-             fi;
-             j_ = 0
-          :: CAN(FK_ERR, B_ERR) -> USE(FK_ERR); res[i] = RES_FAIL; pc[i] = P_RELEASE; PROBE(14, "count_failed")
-          fi
+             res[i] = RES_SKIP; pc[i] = P_RELEASE        /* NotStarted::Uncounted: not run, not retried */
 #endif
+          fi
        fi;
 #else
        start_body(i);
@@ -740,8 +737,13 @@ end:
        fi;
        pc[i] = P_HIST; check() }
   :: atomic { alive[r] && pc[i] == P_HIST ->
-       /* record_attempt: a claim that failed is recorded "failed" too */
-       if :: res[i] == RES_OK || res[i] == RES_FAIL || res[i] == RES_LOCKFAIL -> hist = hist | BIT(ts[i]) :: else -> skip fi;
+       /* record_attempt (a claim that failed is recorded too) */
+       if
+       :: res[i] == RES_OK || res[i] == RES_FAIL || res[i] == RES_LOCKFAIL ->
+          hist = hist | BIT(ts[i]);
+          if :: kind[i] == K_SLOT || kind[i] == K_RETRY -> ownhist = ownhist | BIT(ts[i]) :: else -> skip fi
+       :: else -> skip
+       fi;
 #if OVERLAP == BUFFER_ONE
        if
 #ifdef OLD_U1
@@ -762,7 +764,14 @@ end:
           j_ = buf - 1; buf = 0;
 #ifndef OLD_SHUT
           if
-          :: shut[r] -> fate = fate | BIT(j_); idle(i); PROBE(17, "buffered_reported_at_shutdown")
+          :: shut[r] ->     /* buffer::hand_over: an entry due now, for another replica */
+#ifdef HANDOVER_AS_BACKFILL
+             pend[j_] = pend[j_] | 1;           /* as written in edges-sched's notes: a backfill entry */
+#else
+             pend[j_] = pend[j_] | BIT(HANDED); /* a slot entry: its run claims the slot's tick */
+#endif
+             printf("t=%d r%d: stopping: slot %d handed over\n", now, r, j_);
+             idle(i); PROBE(17, "buffered_handed_over_at_shutdown")
           :: else -> idle(i); spawn(i, K_SLOT, j_, 1); PROBE(18, "buffered_started")
           fi;
 #else
@@ -802,12 +811,14 @@ end:
        :: HAS(DUE(j_), 0) -> rep = 0
        :: HAS(DUE(j_), 1) -> rep = 1
        :: HAS(DUE(j_), 2) -> rep = 2
+       :: HAS(DUE(j_), HANDED) -> rep = HANDED
        fi;
        pend[j_] = pend[j_] & ~BIT(rep); taker[j_] = r + 1;
        printf("t=%d r%d: takes slot %d's pending entry %d (0 backfill, n-1 attempt n)\n", now, r, j_, rep);
        if
+       :: rep == HANDED -> spawn(i_, K_SLOT, j_, 1); PROBE(32, "handed_over_taken")
        :: rep == 0 -> spawn(i_, K_BACKFILL, j_, 1); PROBE(19, "backfill_taken")
-       :: else -> spawn(i_, K_RETRY, j_, rep + 1); PROBE(20, "retry_taken")
+       :: rep != 0 && rep != HANDED -> spawn(i_, K_RETRY, j_, rep + 1); PROBE(20, "retry_taken")
        :: CAN(FK_TAKELOST, B_TAKELOST) -> USE(FK_TAKELOST);
 #ifdef OLD_R1
           printf("t=%d r%d: the take's reply is lost\n", now, r)   /* the poll fails: removed, run nowhere */
@@ -816,8 +827,9 @@ end:
           if
           :: taker[j_] == r + 1 ->
              if
+             :: rep == HANDED -> spawn(i_, K_SLOT, j_, 1)
              :: rep == 0 -> spawn(i_, K_BACKFILL, j_, 1)
-             :: else -> spawn(i_, K_RETRY, j_, rep + 1)
+             :: rep != 0 && rep != HANDED -> spawn(i_, K_RETRY, j_, rep + 1)
              fi;
              PROBE(21, "take_resent")
           fi
@@ -951,7 +963,14 @@ proctype world() {
        backfills++;
        j_ = 0;
        do
-       :: j_ < NS && j_ < now -> if :: !HAS(hist, j_) -> pend[j_] = pend[j_] | 1 :: else -> skip fi; j_++
+       :: j_ < NS && j_ < now ->
+#ifndef OLD_F
+          /* queue_backfill.lua: refused if a backfill of the slot was queued already */
+          if :: !HAS(hist, j_) && !HAS(bfq, j_) -> pend[j_] = pend[j_] | 1; bfq = bfq | BIT(j_) :: else -> skip fi;
+#else
+          if :: !HAS(hist, j_) -> pend[j_] = pend[j_] | 1 :: else -> skip fi;
+#endif
+          j_++
        :: else -> break
        od;
        j_ = 0; PROBE(28, "backfill_requested"); printf("t=%d backfill requested\n", now); check() }
