@@ -593,3 +593,58 @@ async fn two_backfill_requests_of_a_slot_run_it_once() {
     let seen = starts_of(&starts);
     assert!(!again, "the slot {past} ran once: {seen:?}");
 }
+
+/// F3: a backfill of a slot whose own claim is still to come (here the next slot, queued with
+/// its request before the replica starts, as a buffered slot is handed over at shutdown) claims
+/// the slot's tick: its own claim then finds it done, and the body runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_before_the_slots_own_claim_runs_it_once() {
+    init_tracing();
+    let server = RedisServer::start();
+    let client = tests::harness::client(&server, "operator");
+    let starts: Starts = Arc::default();
+    let starts_ = starts.clone();
+    let job = Job::with_context("f3", "*/10 * * * * *", move |ctx| {
+        starts_.lock().expect("starts").push((ctx.tick(), ctx.attempt(), ctx.instance().to_owned()));
+        async {}
+    })
+    .lock("lock:f3");
+    // The first slot at least 4 s away: its backfill runs well before its own claim.
+    let now = lock_scheduler::chrono::Utc::now().timestamp_millis();
+    let slot = ((now + 4000) / 10_000 + 1) * 10_000;
+    let group = lock_scheduler::DEFAULT_GROUP;
+    let (entry, request) = (
+        lock_scheduler::schema::retry_member("f3", slot, lock_scheduler::schema::BACKFILL_ATTEMPT),
+        lock_scheduler::schema::backfill_request("f3", slot),
+    );
+    let now = now.to_string();
+    cmd(&client, &["ZADD", &lock_scheduler::schema::retries_key(group), &now, &entry]).await;
+    cmd(&client, &["ZADD", &lock_scheduler::schema::backfilled_key(group), &now, &request]).await;
+    let a = Scheduler::builder()
+        .client(tests::harness::client(&server, "pod-a"))
+        .job(job)
+        .build()
+        .expect("valid")
+        .start()
+        .await
+        .expect("a");
+    let runs = || starts_of(&starts).into_iter().filter(|s| s.0 == slot).count();
+    assert!(wait_until(Duration::from_secs(10), || runs() > 0).await, "the backfill ran");
+    // Past the slot's own time (and its claim): a second run would show by then.
+    let until = Duration::from_millis(
+        (slot + 3000 - lock_scheduler::chrono::Utc::now().timestamp_millis()).max(0) as u64,
+    );
+    let again = wait_until(until, || runs() > 1).await;
+    a.shutdown().await;
+    let seen = starts_of(&starts);
+    assert!(!again, "the slot {slot} ran once: {seen:?}");
+    assert_eq!(runs(), 1, "{seen:?}");
+    // The one run was the backfill, before the slot's own claim (else nothing was checked).
+    let ran: Vec<_> = history_of(&client, "f3")
+        .await
+        .into_iter()
+        .filter(|e| e.tick == slot && e.outcome == "ran")
+        .collect();
+    assert_eq!(ran.len(), 1, "one run of {slot} recorded: {ran:?}");
+    assert!(ran[0].backfill, "the backfill ran it first: {ran:?}");
+}

@@ -3,8 +3,9 @@
 //!
 //! The slots are queued in the group's pending retries ([`schema::retries_key`], attempt
 //! [`BACKFILL_ATTEMPT`](schema::BACKFILL_ATTEMPT)): each replica takes some with its next poll,
-//! one replica each (`take_retries.lua`), and runs it under the job's lock without claiming its
-//! tick (the claimed tick has moved past it). Each run is recorded in the job's history with
+//! one replica each (`take_retries.lua`), and runs it under the job's lock; it claims the
+//! slot's tick only when the slot is after the last claimed one (its own claim still to come,
+//! which then finds it done), else leaves the tick line alone. Each run is recorded in the job's history with
 //! `backfill = 1`. A slot the history shows already ran is refused unless forced, and so is one
 //! queued for backfill in the last [`RETRY_TTL`] (`queue_backfill.lua` checks and queues in one
 //! step, so two concurrent requests do not both queue a slot). A backfill run that finds, once
@@ -21,7 +22,8 @@ use crate::control::history::{HistoryEntry, history};
 use crate::error::ControlError;
 use crate::schedule::Schedule;
 use crate::schema::{
-    self, BACKFILL_ATTEMPT, HISTORY_LEN, MAX_BACKFILL, QUEUE_BACKFILL, RETRY_TTL, job_name_problem,
+    self, BACKFILL_ATTEMPT, CLAIM_SLOT, HISTORY_LEN, MAX_BACKFILL, QUEUE_BACKFILL, RETRY_TTL,
+    job_name_problem,
 };
 
 /// What a [`backfill`] queued and refused.
@@ -163,6 +165,26 @@ async fn registered(
         return Ok((group.to_owned(), schedule));
     }
     Err(ControlError::UnknownJob { job: job.to_owned() })
+}
+
+/// Claims slot `tick` of a job (lock `lock_key`) for a backfill run that holds the job's lock,
+/// when it is after the job's last claimed tick (F3): the slot's own claim may still be to come
+/// (its replica stalled, the claim grace, a catch-up after a failed claim, a buffered slot
+/// handed over at shutdown), and then answers "tick done" instead of running the slot again.
+/// `true`: claimed here, so the slot's own run has not started (every own run claims first);
+/// `false`: this tick or a later one was claimed already (nothing changed, the tick line is
+/// never moved back), and [`ran_since_request`] decides. One script call ([`CLAIM_SLOT`]: the
+/// same check and write as the own claims, so a concurrent one of them cannot also claim it).
+pub(crate) async fn claim_if_unclaimed(
+    client: &LockClient,
+    lock_key: &str,
+    tick: i64,
+) -> Result<bool, ControlError> {
+    let mut invocation = CLAIM_SLOT.key(lock_core::schema::tick_key(lock_key));
+    invocation.arg(tick).arg(lock_core::schema::TICK_TTL.as_millis() as u64);
+    let last: i64 =
+        run_script(client, "claiming a backfilled slot", &CLAIM_SLOT, &invocation, TIMEOUT).await?;
+    Ok(last == 0)
 }
 
 /// Most history entries a backfill run reads to find its slot's own run ended after the

@@ -50,8 +50,9 @@ pub(crate) enum Start {
     /// `(slot, attempt)` entry from the group's pending retries (`take_retries.lua`). It claims
     /// nothing on the job's tick line, where a later slot's claim would make it look done.
     Retry(PauseCheck),
-    /// `pause` answers whether the job is paused; then the job runs under its lock without a
-    /// tick claim: a backfill run, which runs once because one replica took it.
+    /// `pause` answers whether the job is paused; then the job runs under its lock: a backfill
+    /// run, which runs once because one replica took it (its tick claimed only when after the
+    /// last claimed one).
     Backfill(PauseCheck),
 }
 
@@ -100,8 +101,9 @@ pub(crate) fn spawn_retry(
 }
 
 /// Spawns a backfill run of past `slot` of `job` this replica took: checked against the pause
-/// flag, then run under the job's lock without claiming a tick (the job's claimed tick is past
-/// it; taking it from the group's queue is what makes it run once), recorded as a backfill.
+/// flag, then run under the job's lock (taking it from the group's queue is what makes it run
+/// once; it claims its tick only when it is after the last claimed one, so that the slot's own
+/// claim, still to come, finds it done), recorded as a backfill.
 pub(crate) fn spawn_backfill(shared: &Arc<Shared>, job: &Arc<JobEntry>, slot: DateTime<Utc>) -> Running {
     let (answer, pause) = PauseCheck::pending();
     PauseCheck::answer(answer, shared.client.clone(), vec![job.name.clone()]);
@@ -575,8 +577,10 @@ enum Locking {
     /// manual run's `tick::unslotted`, which claims none), wrapped in the job's configured lock
     /// if it has one.
     Scope { claim: bool },
-    /// As `Scope { claim: false }`, for a backfill run: once the lock is held, a slot whose own
-    /// run ended after the backfill was requested does not start its body
+    /// As `Scope { claim: false }`, for a backfill run: once the lock is held, a slot after the
+    /// last claimed tick is claimed
+    /// ([`claim_if_unclaimed`](crate::control::backfill::claim_if_unclaimed)); an older one whose
+    /// own run ended after the backfill was requested does not start its body
     /// ([`ran_since_request`](crate::control::backfill::ran_since_request)).
     Backfill,
     /// Under the lock the slot's batch took, its tick claimed.
@@ -633,15 +637,27 @@ async fn run_locked(
     let clock = shared.clock.clone();
     let body = async move {
         if let Some((client, group, job, lock_key, tick)) = backfill {
-            match crate::control::backfill::ran_since_request(
-                &client,
-                &group,
-                &job,
-                lock_key.as_deref(),
-                tick,
-            )
-            .await
-            {
+            // A slot after the last claimed tick is claimed here first: its own claim, still to
+            // come, then finds it done (F3). An older slot: the run-side check below.
+            let claimed = match lock_key.as_deref() {
+                Some(key) => crate::control::backfill::claim_if_unclaimed(&client, key, tick).await,
+                None => Ok(false),
+            };
+            let ran = match claimed {
+                Ok(true) => Ok(false),
+                Ok(false) => {
+                    crate::control::backfill::ran_since_request(
+                        &client,
+                        &group,
+                        &job,
+                        lock_key.as_deref(),
+                        tick,
+                    )
+                    .await
+                }
+                Err(e) => Err(e),
+            };
+            match ran {
                 Ok(false) => {}
                 Ok(true) => return Err(Failure::AlreadyRan),
                 Err(e) => return Err(Failure::Unchecked(lock_core::ErrorChain(&e).to_string())),
