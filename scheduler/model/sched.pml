@@ -566,6 +566,9 @@ end:
        fi;
        check() }
   :: atomic { alive[r] && pc[i] == P_LOST && now == sent[i] ->
+       /* an unknown outcome may take the slot's tick for nobody: the slot may be lost (not
+        * reported), a known limit the properties excuse */
+       excused = excused | BIT(ts[i]);
        /* claims.rs send_claims: a lost reply, sent again at once with the same tokens */
        PROBE(4, "claim_resent");
        printf("t=%d r%d: claim of slot %d sent again\n", now, r, ts[i]);
@@ -592,6 +595,7 @@ end:
        fi;
        check() }
   :: atomic { alive[r] && pc[i] == P_LOST && now != sent[i] ->
+       excused = excused | BIT(ts[i]);
        /* too late to resend: the clean-up gives the token up (CleanupOnDrop) */
        arm_cleanup(r, tok[i], sent[i] + L); res[i] = RES_LOCKFAIL; pc[i] = P_RETRY;
        printf("t=%d r%d: claim of slot %d unknown, clean-up armed\n", now, r, ts[i]); check() }
