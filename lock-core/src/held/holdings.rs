@@ -71,10 +71,10 @@ struct Recorder {
 
 #[derive(Debug, Default)]
 struct Recorded {
-    /// Owner token -> the hold.
-    holds: HashMap<String, Arc<LockState>>,
-    /// The tokens Redis has (as far as the last writes went).
-    written: HashSet<String>,
+    /// Lock id -> the hold (ids, not tokens: no second copy of each token per held lock).
+    holds: HashMap<u64, Arc<LockState>>,
+    /// The lock ids whose tokens Redis has (as far as the last writes went).
+    written: HashSet<u64>,
     /// Owners whose record may hold something.
     owners: HashSet<String>,
     /// The last write failed: the next one rewrites every record whole.
@@ -199,15 +199,15 @@ impl Recorder {
             let mut guard = lock_unpoisoned(&self.recorded);
             let recorded = &mut *guard;
             for state in fresh.into_iter().filter(|s| recordable(s, now)) {
-                recorded.holds.insert(state.token.clone(), state);
+                recorded.holds.insert(state.id, state);
             }
             let rewrite = std::mem::take(&mut recorded.rewrite);
             let mut removed: HashMap<String, Vec<String>> = HashMap::new();
             let written = &mut recorded.written;
-            recorded.holds.retain(|token, state| {
+            recorded.holds.retain(|id, state| {
                 let keep = recordable(state, now);
-                if !keep && written.remove(token) {
-                    removed.entry(owner(token).to_owned()).or_default().push(token.clone());
+                if !keep && written.remove(id) {
+                    removed.entry(owner(&state.token).to_owned()).or_default().push(state.token.clone());
                 }
                 keep
             });
@@ -218,13 +218,14 @@ impl Recorder {
             // What Redis does not have yet (everything, on a rewrite). A hold taken and given
             // back between two writes is never sent.
             let mut added: HashMap<String, Vec<(String, String)>> = HashMap::new();
-            for (token, state) in &recorded.holds {
-                if written.insert(token.clone()) {
+            for (id, state) in &recorded.holds {
+                if written.insert(*id) {
                     let value = schema::holding_value(state.hold.record_kind(), &state.key);
+                    let token = &state.token;
                     added.entry(owner(token).to_owned()).or_default().push((token.clone(), value));
                 }
             }
-            let live: HashSet<String> = recorded.holds.keys().map(|t| owner(t).to_owned()).collect();
+            let live: HashSet<String> = recorded.holds.values().map(|s| owner(&s.token).to_owned()).collect();
             let longest = recorded.holds.values().map(|s| s.lease).max().unwrap_or_default();
             let ttl_ms = u64::try_from((longest + EXTRA).as_millis()).unwrap_or(u64::MAX);
             let expires = epoch_ms().saturating_add(ttl_ms);
