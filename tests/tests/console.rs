@@ -342,6 +342,8 @@ async fn the_openapi_document_lists_exactly_the_routes() {
     }
     let routes: BTreeSet<(String, String)> = [
         ("GET", "/healthz"),
+        ("GET", "/livez"),
+        ("GET", "/readyz"),
         ("GET", "/api/openapi.json"),
         ("GET", "/api/locks"),
         ("GET", "/api/locks/{key}"),

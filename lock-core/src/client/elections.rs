@@ -33,7 +33,7 @@ pub struct ElectionInfo {
 
 /// Reads one election.
 async fn read(core: &Core, name: &str, last_seen: Option<SystemTime>) -> Result<ElectionInfo> {
-    let lock = inspect::read(core, name).await?;
+    schema::validate_key(name)?;
     let mut pipe = redis::pipe();
     pipe.cmd("GET").arg(record::record_key(name));
     let (record,): (Option<String>,) = core
@@ -41,6 +41,9 @@ async fn read(core: &Core, name: &str, last_seen: Option<SystemTime>) -> Result<
         .query_pipeline(&pipe)
         .await
         .map_err(|e| LockError::redis(format!("reading the leader record of election `{name}`"), e))?;
+    // A leader's record names the election's key as a lock of the protocol, as a holdings
+    // record does (which a leader's background task writes a moment after it is elected).
+    let lock = if record.is_some() { inspect::read_recorded(core, name).await? } else { inspect::read(core, name).await? };
     let token = lock.holder.as_ref().map(|h| h.token.as_str());
     let candidates = lock
         .waiters

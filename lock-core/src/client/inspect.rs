@@ -200,6 +200,13 @@ pub(crate) async fn read(core: &Core, key: &str) -> Result<LockInfo> {
     if recorded::holds_of(core, key).await?.is_empty() {
         return unrecorded(core, key).await;
     }
+    read_recorded(core, key).await
+}
+
+/// Reads the state of `key`, which a record of the protocol names as a lock (a holdings record,
+/// or an election's leader record): the caller has checked that.
+pub(crate) async fn read_recorded(core: &Core, key: &str) -> Result<LockInfo> {
+    refuse_machinery(key)?;
     let conn = &core.conn;
     let action = || format!("reading lock `{}`", short(key));
     let mut pipe = redis::pipe();
