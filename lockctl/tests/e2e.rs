@@ -249,6 +249,8 @@ async fn lockctl_operates_a_running_replica() {
     let holder = LockClient::builder().url(&url).instance_id("pod-7").build().expect("client");
     let waiter = LockClient::builder().url(&url).instance_id("pod-8").build().expect("client");
     let guard = holder.acquire(KEY, LockOptions::new().fencing(true)).await.expect("take the lock");
+    // Operators' tools see a lock once its holder's record names it (written 100 ms after).
+    assert!(holder.record_holdings().await, "the holdings record is written");
     let waiting = tokio::spawn(async move {
         let guard = waiter.acquire(KEY, LockOptions::new().wait(Duration::from_secs(120))).await;
         guard.map(|g| (g.token().to_owned(), g))
@@ -581,6 +583,8 @@ async fn lockctl_touches_only_locks_and_escapes_what_it_prints() {
     server.cli(&["HSET", "app:profile", "email", "hash-secret"]);
     let holder = LockClient::builder().url(&url).instance_id("pod-x").build().expect("client");
     let guard = holder.acquire("lock:mine", LockOptions::new()).await.expect("take a lock");
+    // Operators' tools see a lock once its holder's record names it (written 100 ms after).
+    assert!(holder.record_holdings().await, "the holdings record is written");
     let liveness = lock_core::inspect::parse_token(guard.token())
         .and_then(|h| h.liveness_key)
         .expect("the token names its liveness key");
@@ -593,8 +597,8 @@ async fn lockctl_touches_only_locks_and_escapes_what_it_prints() {
         }
         assert_eq!(server.cli(&["EXISTS", key]), "1", "{key} is still in Redis");
     }
-    let (code, stdout, _) = lockctl(&url, &["show", "lock:mine"], "").await;
-    assert_eq!(code, 0, "a lock still shows: {stdout}");
+    let (code, stdout, stderr) = lockctl(&url, &["show", "lock:mine"], "").await;
+    assert_eq!(code, 0, "a lock still shows: {stdout}{stderr}");
 
     // A history entry full of terminal controls: printed escaped, never raw.
     let job = "escapes";

@@ -262,6 +262,11 @@ impl Recorder {
                     .arg("-inf")
                     .arg(epoch_ms().saturating_sub(INDEX_GRACE_MS))
                     .ignore();
+                // The index outlives every record it names (each client pushes its expiry out
+                // to its own records' at least, never in), and nothing is kept forever.
+                let index_ttl = ttl_ms.saturating_add(INDEX_GRACE_MS);
+                pipe.cmd("PEXPIRE").arg(schema::HOLDINGS_INDEX).arg(index_ttl).arg("NX").ignore();
+                pipe.cmd("PEXPIRE").arg(schema::HOLDINGS_INDEX).arg(index_ttl).arg("GT").ignore();
             }
             recorded.owners = live;
             let pipe = (!owners.is_empty()).then_some(pipe);
