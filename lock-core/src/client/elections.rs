@@ -43,7 +43,11 @@ async fn read(core: &Core, name: &str, last_seen: Option<SystemTime>) -> Result<
         .map_err(|e| LockError::redis(format!("reading the leader record of election `{name}`"), e))?;
     // A leader's record names the election's key as a lock of the protocol, as a holdings
     // record does (which a leader's background task writes a moment after it is elected).
-    let lock = if record.is_some() { inspect::read_recorded(core, name).await? } else { inspect::read(core, name).await? };
+    let lock = if record.is_some() {
+        inspect::read_recorded(core, name).await?
+    } else {
+        inspect::read(core, name).await?
+    };
     let token = lock.holder.as_ref().map(|h| h.token.as_str());
     let candidates = lock
         .waiters
