@@ -162,8 +162,11 @@ async fn poll(
             hset.ignore();
             pipe.cmd("PEXPIRE").arg(jobs_key).arg(MEMBER_TTL.as_millis() as u64).ignore();
         }
-        command::query_within::<()>(&shared.client, "registering this replica's jobs", &pipe, TIMEOUT)
-            .await?;
+        // A replica with no jobs (only singletons, say) and none to unregister sends nothing.
+        if !jobs.is_empty() || registered.difference(&now).next().is_some() {
+            command::query_within::<()>(&shared.client, "registering this replica's jobs", &pipe, TIMEOUT)
+                .await?;
+        }
         *registered = now;
     }
     if shared.is_stopping() {
