@@ -228,9 +228,11 @@ async fn fill_histories(conn: &mut MultiplexedConnection, jobs: u64, runs: u64) 
 /// `n` unrelated keys, in batches: `big` strings of 4 MB, one sorted set of `zset` members,
 /// the rest small strings.
 async fn fill_others(conn: &mut MultiplexedConnection, n: u64, big: u64, zset: u64) -> Result<()> {
+    const BIG_STRING: &str = include_str!("../lua/consolebench_big_string.lua");
+    const ZSET: &str = include_str!("../lua/consolebench_zset.lua");
     for i in 0..big {
         let _: () = redis::cmd("EVAL")
-            .arg("redis.call('SET', KEYS[1], string.rep('x', 4 * 1024 * 1024))")
+            .arg(BIG_STRING)
             .arg(1)
             .arg(format!("other:big:{i}"))
             .query_async(conn)
@@ -241,7 +243,7 @@ async fn fill_others(conn: &mut MultiplexedConnection, n: u64, big: u64, zset: u
     while from < zset {
         let to = (from + 50_000).min(zset);
         let _: () = redis::cmd("EVAL")
-            .arg("for i = tonumber(ARGV[1]), tonumber(ARGV[2]) - 1 do redis.call('ZADD', KEYS[1], i, 'member:' .. i) end")
+            .arg(ZSET)
             .arg(1)
             .arg("other:zset")
             .arg(from)

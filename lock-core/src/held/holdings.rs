@@ -15,16 +15,16 @@
 //! and a reader checks each recorded key still holds the recorded token.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use deadpool_redis::redis;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::conn::Conn;
+use crate::held::background::{Background, RunningFlag};
 use crate::held::state::LockState;
 use crate::schema;
 use crate::sync::lock_unpoisoned;
@@ -52,8 +52,8 @@ const INDEX_GRACE_MS: u64 = 60_000;
 #[derive(Debug)]
 pub(crate) struct Holdings {
     shared: Arc<Recorder>,
-    task: Mutex<Option<JoinHandle<()>>>,
-    running: Arc<AtomicBool>,
+    /// The task that writes the records.
+    task: Background,
 }
 
 #[derive(Debug)]
@@ -91,7 +91,7 @@ impl Holdings {
             writing: tokio::sync::Mutex::new(()),
             writes: AtomicU64::new(0),
         };
-        Holdings { shared: Arc::new(shared), task: Mutex::new(None), running: Arc::default() }
+        Holdings { shared: Arc::new(shared), task: Background::default() }
     }
 
     /// Records `state` (a hold just taken) at the next write.
@@ -104,18 +104,7 @@ impl Holdings {
         if first {
             self.shared.wake.notify_one();
         }
-        if !self.running.load(Ordering::Acquire) {
-            self.start();
-        }
-    }
-
-    fn start(&self) {
-        let mut task = lock_unpoisoned(&self.task);
-        if !self.running.load(Ordering::Acquire) {
-            self.running.store(true, Ordering::Release);
-            let running = RunningFlag(self.running.clone());
-            *task = Some(tokio::spawn(run(Arc::downgrade(&self.shared), running)));
-        }
+        self.task.ensure(|running| run(Arc::downgrade(&self.shared), running));
     }
 
     /// Writes what changed now, without the delay: returns whether the write went through.
@@ -126,23 +115,6 @@ impl Holdings {
     /// Pipelines written so far.
     pub(crate) fn writes(&self) -> u64 {
         self.shared.writes.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for Holdings {
-    fn drop(&mut self) {
-        if let Some(task) = lock_unpoisoned(&self.task).take() {
-            task.abort();
-        }
-    }
-}
-
-/// Lowers the running flag when the task's future is dropped, however it ends.
-struct RunningFlag(Arc<AtomicBool>);
-
-impl Drop for RunningFlag {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
     }
 }
 

@@ -2,6 +2,7 @@
 //! the client's liveness lease, the record of what it holds (for operators' tools), the watchdog that renews, and the releaser that gives locks
 //! back (and cleans up tokens whose acquisitions' outcomes are unknown).
 
+pub(crate) mod background;
 pub(crate) mod guard;
 pub(crate) mod holdings;
 pub(crate) mod liveness;

@@ -4,17 +4,17 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use deadpool_redis::redis::{self, ErrorKind, ServerErrorKind};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::conn::Conn;
 use crate::conn::deploy::slots::Node;
 use crate::error::{LossReason, is_redirect};
+use crate::held::background::{Background, RunningFlag};
 use crate::held::state::LockState;
 use crate::options::{millis, next_pass};
 use crate::schema::renewal::Renewal;
@@ -56,11 +56,8 @@ impl Hasher for IdHasher {
 #[derive(Debug)]
 pub(crate) struct Watchdog {
     shared: Arc<Renewing>,
-    task: Mutex<Option<JoinHandle<()>>>,
-    /// Whether the renewal task runs: raised when it is spawned, lowered when its future is
-    /// dropped (it ended, panicked, or its runtime shut down). Read on every registration
-    /// instead of locking `task`.
-    running: Arc<AtomicBool>,
+    /// The renewal task.
+    task: Background,
 }
 
 type Held = HashMap<u64, Arc<LockState>, BuildHasherDefault<IdHasher>>;
@@ -86,29 +83,14 @@ impl Watchdog {
             held: Default::default(),
             renewals: AtomicU64::new(0),
         };
-        Watchdog { shared: Arc::new(shared), task: Mutex::new(None), running: Arc::default() }
+        Watchdog { shared: Arc::new(shared), task: Background::default() }
     }
 
     /// Starts renewing `state`; starts the renewal task if it is not running (first lock, or
     /// the runtime that ran it has gone).
     pub(crate) fn register(&self, state: Arc<LockState>) {
         self.shared.shard(state.id).insert(state.id, state);
-        if !self.running.load(Ordering::Acquire) {
-            self.start();
-        }
-    }
-
-    /// Spawns the renewal task unless another registration just did.
-    fn start(&self) {
-        let mut task = lock_unpoisoned(&self.task);
-        // Lowered means the previous task's future is gone, even if its handle does not say
-        // finished yet. Raised before the spawn: the flag moves into the future, whose drop (a
-        // runtime shutting down, a failed spawn) lowers it again.
-        if !self.running.load(Ordering::Acquire) {
-            self.running.store(true, Ordering::Release);
-            let running = RunningFlag(self.running.clone());
-            *task = Some(tokio::spawn(run(Arc::downgrade(&self.shared), running)));
-        }
+        self.task.ensure(|running| run(Arc::downgrade(&self.shared), running));
     }
 
     pub(crate) fn unregister(&self, id: u64) {
@@ -142,23 +124,6 @@ impl Renewing {
             all.extend(lock_unpoisoned(shard).values().cloned());
         }
         all
-    }
-}
-
-/// Lowers [`Watchdog::running`] when the renewal task's future is dropped, however it ends.
-struct RunningFlag(Arc<AtomicBool>);
-
-impl Drop for RunningFlag {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        if let Some(task) = lock_unpoisoned(&self.task).take() {
-            task.abort();
-        }
     }
 }
 
